@@ -1,0 +1,413 @@
+"""The producer and operator API of the queue engine.
+
+Everything here is a thin Python face over the Lua scripts: submit (whole or
+streamed), read status and results, and steer live requests (cancel,
+priority, concurrency, requeue, retry). No Django in here.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator
+
+from .config import MAX_CONCURRENCY, QueueConfig
+from .keys import GROUP, Keys, QueueKeys, RequestKeys
+from .scripts import Code, Scripts, ScriptError, check
+
+CHUNK = 2000  # items per script call when creating a large request
+TERMINAL = ("completed", "failed", "cancelled", "expired")
+_COUNTERS = ("total", "done", "failed", "expired", "priority", "concurrency")
+_TIMES = ("created_at", "started_at", "finished_at", "not_before", "expires_at")
+
+
+class QueueError(ValueError):
+    """Bad input or an impossible action, with a message fit for a user."""
+
+
+@dataclass(frozen=True)
+class Submission:
+    id: str
+    duplicate: bool = False
+    scheduled: bool = False
+
+
+def new_request_id() -> str:
+    """Sortable by creation time (ms, hex) with random bits against collisions."""
+    return f"{int(time.time() * 1000):011x}{secrets.token_hex(3)}"
+
+
+def encode(item: Any) -> str:
+    return json.dumps(item, separators=(",", ":"), ensure_ascii=False)
+
+
+def default_dedup_key(processor: str, payloads: list[str]) -> str:
+    h = hashlib.sha256(processor.encode())
+    for p in payloads:
+        h.update(b"\n")
+        h.update(p.encode())
+    return h.hexdigest()
+
+
+class QueueClient:
+    def __init__(self, redis, prefix: str = "qa", processors: Iterable[str] | None = None,
+                 channel: str | None = None):
+        self.redis = redis
+        self.keys = Keys(prefix)
+        self.scripts = Scripts(redis)
+        self.processors = set(processors) if processors is not None else None
+        self.channel = self.keys.events_all if channel is None else channel
+
+    # -- queues ---------------------------------------------------------------
+
+    def define_queue(self, name: str, config: QueueConfig | None = None) -> QueueConfig:
+        if not name or len(name) > 64 or not all(c.isalnum() or c in "-_." for c in name):
+            raise QueueError("queue names are 1-64 letters, digits, '-', '_' or '.'")
+        config = config or QueueConfig()
+        try:
+            config.validate()
+        except ValueError as exc:
+            raise QueueError(str(exc)) from exc
+        qk = self.keys.queue(name)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hset(qk.config, mapping=config.to_redis())
+        pipe.sadd(self.keys.queues, name)
+        if not config.paused:
+            pipe.rpush(qk.wake, 1)  # a resumed queue wakes its idle workers
+        pipe.execute()
+        return config
+
+    def queues(self) -> list[str]:
+        return sorted(self.redis.smembers(self.keys.queues))
+
+    def queue_config(self, name: str) -> QueueConfig:
+        raw = self.redis.hgetall(self.keys.queue(name).config)
+        if not raw:
+            raise QueueError(f"unknown queue {name!r}")
+        return QueueConfig.from_redis(raw)
+
+    def set_paused(self, name: str, paused: bool) -> None:
+        qk = self.keys.queue(name)
+        self.queue_config(name)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hset(qk.config, "paused", int(paused))
+        if not paused:
+            pipe.rpush(qk.wake, 1)
+        pipe.execute()
+
+    # -- submission -----------------------------------------------------------
+
+    def _validate(self, queue: str, processor: str, priority, concurrency) -> tuple[QueueConfig, int, int]:
+        config = self.queue_config(queue)
+        if self.processors is not None and processor not in self.processors:
+            raise QueueError(f"unknown processor {processor!r} (known: {', '.join(sorted(self.processors))})")
+        priority = config.priority if priority is None else priority
+        concurrency = config.concurrency if concurrency is None else concurrency
+        if not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= 99:
+            raise QueueError("priority must be an integer between 0 and 99")
+        if not isinstance(concurrency, int) or isinstance(concurrency, bool) or not 1 <= concurrency <= MAX_CONCURRENCY:
+            raise QueueError(f"concurrency must be an integer between 1 and {MAX_CONCURRENCY}")
+        return config, priority, concurrency
+
+    def submit(self, queue: str, processor: str, items: Iterable[Any], *, priority: int | None = None,
+               concurrency: int | None = None, delay: float = 0, expires_in: float | None = None,
+               dedup_key: str | None = None, dedup: bool = True) -> Submission:
+        """Submit a request of items. A duplicate of a pending or running request
+        (same de-dup key; by default a hash of processor and items) returns it."""
+        _, priority, concurrency = self._validate(queue, processor, priority, concurrency)
+        payloads = [encode(i) for i in items]
+        if not payloads:
+            raise QueueError("a request needs at least one item")
+        delay_ms, expires_ms = _ms(delay, "delay"), _ms(expires_in or 0, "expiry")
+        if dedup and dedup_key is None:
+            dedup_key = default_dedup_key(processor, payloads)
+        rid = new_request_id()
+        rk = self.keys.request(rid)
+        meta = dict(id=rid, queue=queue, processor=processor, priority=priority, concurrency=concurrency,
+                    state="scheduled" if delay_ms else "queued", dedup_key=(dedup_key or "") if dedup else "")
+        first, rest = payloads[:CHUNK], payloads[CHUNK:]
+        pipe = self.redis.pipeline(transaction=False)
+        self.scripts.pipe(pipe, "create", [rk.meta, rk.items],
+                          [encode(meta), delay_ms, expires_ms, 0 if rest else 1, *first])
+        for start in range(0, len(rest), CHUNK):
+            last = start + CHUNK >= len(rest)
+            self.scripts.pipe(pipe, "add", rk.all(), [1 if last else 0, 0, "", *rest[start:start + CHUNK]])
+        self._enqueue(pipe, queue, rid, priority, concurrency, meta["dedup_key"], delay_ms)
+        answers = pipe.execute(raise_on_error=True)
+        for a in answers[:-1]:
+            check("create", a)
+        return self._enqueued(rid, answers[-1])
+
+    def begin(self, queue: str, processor: str, *, priority: int | None = None, concurrency: int | None = None,
+              delay: float = 0, expires_in: float | None = None, dedup_key: str | None = None) -> Submission:
+        """Open a streamed request: add items with `add`, then `finalize`.
+        De-duplication applies only with an explicit key (items are unknown yet)."""
+        _, priority, concurrency = self._validate(queue, processor, priority, concurrency)
+        delay_ms, expires_ms = _ms(delay, "delay"), _ms(expires_in or 0, "expiry")
+        rid = new_request_id()
+        rk = self.keys.request(rid)
+        meta = dict(id=rid, queue=queue, processor=processor, priority=priority, concurrency=concurrency,
+                    state="scheduled" if delay_ms else "queued", dedup_key=dedup_key or "", streamed=1)
+        pipe = self.redis.pipeline(transaction=False)
+        self.scripts.pipe(pipe, "create", [rk.meta, rk.items], [encode(meta), delay_ms, expires_ms, 0])
+        self._enqueue(pipe, queue, rid, priority, concurrency, meta["dedup_key"], delay_ms)
+        answers = pipe.execute()
+        check("create", answers[0])
+        return self._enqueued(rid, answers[1])
+
+    def add(self, rid: str, items: Iterable[Any], finalize: bool = False) -> int:
+        """Add items to a streamed request; returns its total so far."""
+        meta = self._meta_or_raise(rid)
+        config = self.queue_config(meta["queue"])
+        payloads = [encode(i) for i in items]
+        rk = self.keys.request(rid)
+        total = int(meta.get("total", 0))
+        chunks = [payloads[i:i + CHUNK] for i in range(0, len(payloads), CHUNK)] or [[]]
+        closed = 0
+        for n, chunk in enumerate(chunks):
+            fin = 1 if finalize and n == len(chunks) - 1 else 0
+            try:
+                total, closed = self.scripts("add", rk.all(), [fin, config.retention_ms, self.channel, *chunk])
+            except ScriptError as exc:
+                raise QueueError(_refusal(rid, exc.code)) from exc
+        if closed:
+            self._retire(meta["queue"], rid, meta.get("dedup_key", ""))
+        elif payloads:
+            self._unpark(meta["queue"], rid)
+        return total
+
+    def finalize(self, rid: str) -> int:
+        return self.add(rid, [], finalize=True)
+
+    def _enqueue(self, pipe, queue, rid, priority, concurrency, dedup_key, delay_ms):
+        qk = self.keys.queue(queue)
+        self.scripts.pipe(pipe, "enqueue", [qk.tokens, qk.seq, qk.reqs, qk.wake, qk.dedup, qk.sched, qk.index],
+                          [rid, priority, concurrency, dedup_key, delay_ms])
+
+    def _enqueued(self, rid: str, answer) -> Submission:
+        code, other = int(answer[0]), answer[1]
+        if code == 2:  # duplicate: drop the copy we just created
+            self.redis.delete(*self.keys.request(rid).all())
+            return Submission(other, duplicate=True)
+        return Submission(rid, scheduled=code == 1)
+
+    # -- reading --------------------------------------------------------------
+
+    def _meta_or_raise(self, rid: str) -> dict:
+        meta = self.redis.hgetall(self.keys.request(rid).meta)
+        if not meta:
+            raise QueueError(f"unknown request {rid!r} (never submitted, or cleaned up after its retention)")
+        return meta
+
+    def status(self, rid: str) -> dict | None:
+        """The request's state and counts, or None if Redis no longer has it."""
+        rk = self.keys.request(rid)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hgetall(rk.meta)
+        pipe.zcard(rk.leases)
+        pipe.zcard(rk.dead)
+        meta, leased, dead = pipe.execute()
+        return parse_status(meta, leased, dead) if meta else None
+
+    def statuses(self, rids: list[str]) -> list[dict | None]:
+        pipe = self.redis.pipeline(transaction=False)
+        for rid in rids:
+            rk = self.keys.request(rid)
+            pipe.hgetall(rk.meta)
+            pipe.zcard(rk.leases)
+            pipe.zcard(rk.dead)
+        out = pipe.execute()
+        return [parse_status(*out[i:i + 3]) if out[i] else None for i in range(0, len(out), 3)]
+
+    def results(self, rid: str, batch: int = 1000) -> Iterator[dict]:
+        """One record per item, ordered by index."""
+        meta = self._meta_or_raise(rid)
+        total, state = int(meta.get("total", 0)), meta.get("state")
+        missing = {"cancelled": "cancelled", "expired": "expired"}.get(state, "pending")
+        rk = self.keys.request(rid)
+        for start in range(0, total, batch):
+            idx = list(range(start, min(total, start + batch)))
+            for i, raw in zip(idx, self.redis.hmget(rk.results, idx)):
+                record = json.loads(raw) if raw else {"status": missing}
+                if record.get("status") == "retrying" and state in ("cancelled", "expired"):
+                    record["status"] = missing
+                yield {"index": i, **record}
+
+    def items(self, rid: str, start: int = 0, count: int = 50) -> list[dict]:
+        """A page of items with their payload, state and result (for dashboards)."""
+        meta = self._meta_or_raise(rid)
+        rk = self.keys.request(rid)
+        entries = self.redis.xrange(rk.items, "-", "+")  # noqa: the page is cut below
+        by_index = {}
+        for eid, fields in entries:
+            by_index[int(fields["i"])] = (eid, fields["p"])
+        idx = list(range(start, min(int(meta.get("total", 0)), start + count)))
+        results = self.redis.hmget(rk.results, idx) if idx else []
+        leases = self.redis.zrange(rk.leases, 0, -1, withscores=True)
+        lease_of = dict(leases)
+        out = []
+        for i, raw in zip(idx, results):
+            eid, payload = by_index.get(i, (None, "null"))
+            record = json.loads(raw) if raw else {}
+            status = record.get("status") or ("running" if eid in lease_of else "pending")
+            out.append({"index": i, "entry": eid, "payload": json.loads(payload), **record, "status": status,
+                        "lease_deadline": lease_of.get(eid)})
+        return out
+
+    # -- steering -------------------------------------------------------------
+
+    def cancel(self, rid: str) -> None:
+        meta = self._meta_or_raise(rid)
+        config = self.queue_config(meta["queue"])
+        try:
+            self.scripts("cancel", self.keys.request(rid).all(), [config.retention_ms, self.channel])
+        except ScriptError as exc:
+            raise QueueError(_refusal(rid, exc.code)) from exc
+        self._retire(meta["queue"], rid, meta.get("dedup_key", ""))
+
+    def set_priority(self, rid: str, priority: int) -> None:
+        if not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= 99:
+            raise QueueError("priority must be an integer between 0 and 99")
+        self._adjust(rid, "priority", priority)
+
+    def set_concurrency(self, rid: str, concurrency: int) -> None:
+        if not isinstance(concurrency, int) or isinstance(concurrency, bool) or not 1 <= concurrency <= MAX_CONCURRENCY:
+            raise QueueError(f"concurrency must be an integer between 1 and {MAX_CONCURRENCY}")
+        self._adjust(rid, "concurrency", concurrency)
+
+    def _adjust(self, rid: str, field: str, value: int) -> None:
+        meta = self._meta_or_raise(rid)
+        if meta.get("state") in TERMINAL:
+            raise QueueError(f"request {rid} is {meta['state']}: nothing left to change")
+        qk = self.keys.queue(meta["queue"])
+        args = [rid, value, ""] if field == "priority" else [rid, "", value]
+        try:
+            self.scripts("adjust", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.parked, qk.wake], args)
+        except ScriptError as exc:
+            raise QueueError(_refusal(rid, exc.code)) from exc
+        self.redis.hset(self.keys.request(rid).meta, field, value)
+
+    def requeue(self, rid: str, entry_ids: list[str] | None = None) -> int:
+        """Make in-flight items of a request due now (all of them when no ids)."""
+        meta = self._meta_or_raise(rid)
+        rk = self.keys.request(rid)
+        ids = entry_ids if entry_ids is not None else [e for e, _ in self.redis.zrange(rk.leases, 0, -1, withscores=True)]
+        if not ids:
+            return 0
+        n = self.scripts("requeue", [rk.items, rk.leases], ["ids", *ids])
+        self._unpark(meta["queue"], rid)
+        return n
+
+    def retry_dead(self, rid: str, entry_ids: list[str] | None = None) -> int:
+        """Send dead-lettered items back to run again; reopens a failed request."""
+        meta = self._meta_or_raise(rid)
+        try:
+            n, reopened = self.scripts("retry", self.keys.request(rid).all(), [self.channel, *(entry_ids or [])])
+        except ScriptError as exc:
+            raise QueueError(_refusal(rid, exc.code)) from exc
+        if reopened:
+            pipe = self.redis.pipeline(transaction=False)
+            self._enqueue(pipe, meta["queue"], rid, int(meta["priority"]), int(meta["concurrency"]), "", 0)
+            pipe.execute()
+        elif n:
+            self._unpark(meta["queue"], rid)
+        return n
+
+    def dead_letters(self, rid: str) -> list[dict]:
+        rk = self.keys.request(rid)
+        out = []
+        for eid, at in self.redis.zrange(rk.dead, 0, -1, withscores=True):
+            entry = self.redis.xrange(rk.items, eid, eid)
+            if not entry:
+                continue
+            idx = int(entry[0][1]["i"])
+            record = json.loads(self.redis.hget(rk.results, idx) or "{}")
+            out.append({"request": rid, "entry": eid, "index": idx, "payload": json.loads(entry[0][1]["p"]),
+                        "dead_at": at / 1000, **record})
+        return out
+
+    def _unpark(self, queue: str, rid: str) -> None:
+        qk = self.keys.queue(queue)
+        try:
+            self.scripts("unpark", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.parked, qk.wake], [rid])
+        except ScriptError:
+            pass  # not registered: finished meanwhile, nothing to wake
+
+    def _retire(self, queue: str, rid: str, dedup_key: str) -> None:
+        qk = self.keys.queue(queue)
+        self.scripts("retire", [qk.tokens, qk.reqs, qk.held, qk.leases, qk.parked, qk.dedup, qk.sched,
+                                qk.index, qk.lastserved], [rid, dedup_key or ""])
+
+    # -- queue-wide views -----------------------------------------------------
+
+    def live_requests(self, queue: str) -> dict[str, dict]:
+        """Registered requests of a queue: id -> {priority, concurrency, scheduled}."""
+        out = {}
+        for rid, v in self.redis.hgetall(self.keys.queue(queue).reqs).items():
+            p, c, _, s = v.split("|")
+            out[rid] = {"priority": int(p), "concurrency": int(c), "scheduled": s == "s"}
+        return out
+
+    def queue_stats(self, queue: str) -> dict:
+        """Depth by priority (items not yet started), in flight, scheduled, dead letters."""
+        config = self.queue_config(queue)
+        qk = self.keys.queue(queue)
+        live = self.live_requests(queue)
+        rids = list(live)
+        by_priority: dict[int, int] = {}
+        in_flight = dead = scheduled = 0
+        for rid, st in zip(rids, self.statuses(rids)):
+            if not st:
+                continue
+            if live[rid]["scheduled"]:
+                scheduled += st["total"]
+                continue
+            waiting = max(0, st["total"] - st["done"] - st["failed"] - st["expired"] - st["in_flight"])
+            if waiting:
+                by_priority[st["priority"]] = by_priority.get(st["priority"], 0) + waiting
+            in_flight += st["in_flight"]
+            dead += st["dead"]
+        return {
+            "queue": queue, "paused": config.paused, "requests": len(rids),
+            "depth": sum(by_priority.values()), "depth_by_priority": dict(sorted(by_priority.items(), reverse=True)),
+            "in_flight": in_flight, "scheduled": scheduled, "dead": dead,
+            "tokens_waiting": self.redis.zcard(qk.tokens), "tokens_held": self.redis.hlen(qk.held),
+        }
+
+
+def parse_status(meta: dict, leased: int, dead: int) -> dict:
+    st = dict(meta)
+    for f in _COUNTERS:
+        st[f] = int(meta.get(f, 0) or 0)
+    for f in _TIMES:
+        st[f] = int(meta[f]) / 1000 if meta.get(f) else None
+    st["finalized"] = meta.get("finalized") == "1"
+    st["in_flight"] = int(leased)
+    st["dead"] = int(dead)
+    st.pop("pub", None)
+    return st
+
+
+def _ms(seconds: float, what: str) -> int:
+    try:
+        value = float(seconds)
+    except (TypeError, ValueError):
+        raise QueueError(f"{what} must be a number of seconds") from None
+    if value < 0 or value > 10 * 365 * 86400:
+        raise QueueError(f"{what} must be between 0 seconds and 10 years")
+    return int(value * 1000)
+
+
+def _refusal(rid: str, code: Code) -> str:
+    return {
+        Code.NOT_FOUND: f"unknown request {rid!r}",
+        Code.FINISHED: f"request {rid} is already finished",
+        Code.FINALIZED: f"request {rid} is finalized: no more items can be added",
+        Code.NOT_HELD: f"request {rid}: not held",
+        Code.EXISTS: f"request {rid} exists already",
+    }[code]
+
+
+__all__ = ["QueueClient", "QueueError", "Submission", "GROUP", "QueueKeys", "RequestKeys"]

@@ -1,0 +1,142 @@
+"""Every Redis key the engine uses, in one place.
+
+Keys carry a hash tag so that each Lua script touches one cluster slot:
+
+* ``{q:NAME}`` — a queue's dispatch structures: waiting tokens, held tokens,
+  their leases, parked tokens, active requests, the schedule, de-dup index,
+  wake list and configuration. Every worker serving the queue polls these.
+* ``{r:ID}`` — one request: its meta hash, item stream, item leases, results
+  and dead letters.
+
+Global keys (no tag) are only ever used by single-key commands.
+"""
+from dataclasses import dataclass
+
+# Token scores: (99 - priority) * PRIORITY_BAND + sequence, so ZPOPMIN serves
+# the highest priority first and, within a priority, the token returned first.
+PRIORITY_BAND = 2**44
+MAX_PRIORITY = 99
+GROUP = "g"  # the consumer group of every request stream
+
+
+@dataclass(frozen=True)
+class QueueKeys:
+    prefix: str
+    name: str
+
+    def _k(self, suffix: str) -> str:
+        return f"{self.prefix}:{{q:{self.name}}}:{suffix}"
+
+    @property
+    def tokens(self) -> str:  # ZSET token -> score (priority band + seq)
+        return self._k("tokens")
+
+    @property
+    def seq(self) -> str:  # STRING counter for token order
+        return self._k("seq")
+
+    @property
+    def held(self) -> str:  # HASH token -> worker id
+        return self._k("held")
+
+    @property
+    def leases(self) -> str:  # ZSET token -> lease deadline (ms)
+        return self._k("leases")
+
+    @property
+    def parked(self) -> str:  # ZSET token -> wake time (ms); far future = until new items
+        return self._k("parked")
+
+    @property
+    def reqs(self) -> str:  # HASH request id -> "priority|concurrency|max_token|state"
+        return self._k("reqs")
+
+    @property
+    def sched(self) -> str:  # ZSET request id -> ready time (ms)
+        return self._k("sched")
+
+    @property
+    def dedup(self) -> str:  # HASH de-dup key -> request id
+        return self._k("dedup")
+
+    @property
+    def wake(self) -> str:  # LIST of wake markers that idle workers block on
+        return self._k("wake")
+
+    @property
+    def config(self) -> str:  # HASH queue settings (priority, lease, paused, ...)
+        return self._k("config")
+
+    @property
+    def index(self) -> str:  # ZSET request id -> created (ms), every live request
+        return self._k("index")
+
+    @property
+    def lastserved(self) -> str:  # HASH request id -> last claim (ms), for aging
+        return self._k("lastserved")
+
+
+@dataclass(frozen=True)
+class RequestKeys:
+    prefix: str
+    rid: str
+
+    def _k(self, suffix: str) -> str:
+        return f"{self.prefix}:{{r:{self.rid}}}:{suffix}"
+
+    @property
+    def meta(self) -> str:  # HASH state, counters, timings, settings
+        return self._k("meta")
+
+    @property
+    def items(self) -> str:  # STREAM entries {i: index, p: payload json}
+        return self._k("items")
+
+    @property
+    def leases(self) -> str:  # ZSET entry id -> lease deadline / retry time (ms)
+        return self._k("leases")
+
+    @property
+    def results(self) -> str:  # HASH index -> result record json
+        return self._k("results")
+
+    @property
+    def dead(self) -> str:  # ZSET entry id -> dead-lettered at (ms)
+        return self._k("dead")
+
+    def all(self) -> list[str]:
+        return [self.meta, self.items, self.leases, self.results, self.dead]
+
+
+class Keys:
+    """Key factory bound to one prefix."""
+
+    def __init__(self, prefix: str = "qa"):
+        self.prefix = prefix
+
+    def queue(self, name: str) -> QueueKeys:
+        return QueueKeys(self.prefix, name)
+
+    def request(self, rid: str) -> RequestKeys:
+        return RequestKeys(self.prefix, rid)
+
+    @property
+    def queues(self) -> str:  # SET of queue names
+        return f"{self.prefix}:queues"
+
+    @property
+    def workers(self) -> str:  # ZSET worker id -> last heartbeat (ms)
+        return f"{self.prefix}:workers"
+
+    def worker(self, wid: str) -> str:  # HASH host, pid, started, queues, current, counts
+        return f"{self.prefix}:worker:{wid}"
+
+    def events(self, rid: str) -> str:  # pub/sub channel for one request
+        return f"{self.prefix}:events:{rid}"
+
+    @property
+    def events_all(self) -> str:  # pub/sub channel with every request's events
+        return f"{self.prefix}:events"
+
+    def throughput(self, queue: str, minute: int) -> str:  # HASH done/failed per minute
+        return f"{self.prefix}:tp:{queue}:{minute}"

@@ -1,0 +1,81 @@
+"""The registry of Lua scripts in ``lua/``.
+
+Each file is ``name-N.lua`` where N is its number of KEYS; the registry is
+built from the directory listing and each call is checked against N. Calls go
+through redis-py ``Script`` objects (EVALSHA, falling back on NOSCRIPT).
+Files starting with ``_`` hold shared helpers: a line ``--@include _x.lua``
+is replaced by that file's text when the script is loaded.
+"""
+from __future__ import annotations
+
+import enum
+import re
+from pathlib import Path
+
+LUA_DIR = Path(__file__).resolve().parents[2] / "lua"
+_NAME = re.compile(r"^(?P<name>[a-z_]+)-(?P<nkeys>\d+)\.lua$")
+_INCLUDE = re.compile(r"^--@include (?P<file>_[a-z_]+\.lua)$", re.M)
+
+
+class Code(enum.IntEnum):
+    """Negative integers that scripts return on refusal; see each `return -N`."""
+
+    NOT_FOUND = -1  # the request (or item) does not exist
+    FINISHED = -2  # the request is already completed, failed, cancelled or expired
+    NOT_HELD = -3  # the token or item is no longer held by this worker
+    FINALIZED = -4  # items were added to a request that is already finalized
+    EXISTS = -5  # a request with this id exists already
+
+
+class ScriptError(Exception):
+    def __init__(self, script: str, code: Code):
+        super().__init__(f"{script}: {code.name.lower().replace('_', ' ')}")
+        self.code = code
+
+
+class Scripts:
+    """Loads every script once and calls them with a key-count check."""
+
+    def __init__(self, redis, lua_dir: Path = LUA_DIR):
+        self.redis = redis
+        self._scripts = {}
+        self._nkeys = {}
+        for path in sorted(lua_dir.glob("[!_]*.lua")):
+            m = _NAME.match(path.name)
+            if not m:
+                raise ValueError(f"lua/{path.name}: name must be name-NKEYS.lua")
+            name = m["name"]
+            self._scripts[name] = redis.register_script(resolve(path))
+            self._nkeys[name] = int(m["nkeys"])
+
+    def names(self) -> list[str]:
+        return sorted(self._scripts)
+
+    def __call__(self, name: str, keys: list[str], args: list, client=None):
+        if len(keys) != self._nkeys[name]:
+            raise TypeError(f"{name} takes {self._nkeys[name]} keys, got {len(keys)}")
+        result = self._scripts[name](keys=keys, args=args, client=client)
+        if isinstance(result, int) and result < 0:
+            raise ScriptError(name, Code(result))
+        return result
+
+    def pipe(self, pipe, name: str, keys: list[str], args: list):
+        """Queue a script call on a pipeline; the caller checks the result."""
+        if len(keys) != self._nkeys[name]:
+            raise TypeError(f"{name} takes {self._nkeys[name]} keys, got {len(keys)}")
+        self._scripts[name](keys=keys, args=args, client=pipe)
+
+
+def resolve(path: Path) -> str:
+    """The script's text with each ``--@include`` line replaced (one level)."""
+    def include(m):
+        return (path.parent / m["file"]).read_text()
+
+    return _INCLUDE.sub(include, path.read_text())
+
+
+def check(name: str, result):
+    """Raise the mapped error for a negative integer answer from a pipeline."""
+    if isinstance(result, int) and result < 0:
+        raise ScriptError(name, Code(result))
+    return result

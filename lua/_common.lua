@@ -1,0 +1,43 @@
+--[[
+  Shared helpers, spliced into a script where it says `--@include _common.lua`.
+  Not a script of its own (the leading underscore keeps it out of the registry).
+]]
+local BAND = 17592186044416 -- 2^44: width of one priority band in token scores
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function fmt(n)
+  return string.format('%.0f', n)
+end
+
+-- "rid#k" -> rid, k
+local function parse_token(token)
+  local rid, k = string.match(token, '^(.*)#(%d+)$')
+  return rid, tonumber(k)
+end
+
+-- reqs hash value "priority|concurrency|max_token|state" (state q=queued, s=scheduled)
+local function parse_req(v)
+  if not v then return nil end
+  local p, c, m, s = string.match(v, '^(%d+)|(%d+)|(%d+)|(%a)$')
+  return tonumber(p), tonumber(c), tonumber(m), s
+end
+
+local function req_value(p, c, m, s)
+  return p .. '|' .. c .. '|' .. m .. '|' .. s
+end
+
+local function token_score(seq_key, priority)
+  local seq = redis.call('INCR', seq_key)
+  return fmt((99 - priority) * BAND + seq)
+end
+
+-- Push up to n wake markers, keeping the list short when nobody waits on it.
+local function wake(wake_key, n)
+  local room = 64 - redis.call('LLEN', wake_key)
+  if n > room then n = room end
+  for _ = 1, n do redis.call('RPUSH', wake_key, 1) end
+end

@@ -1,0 +1,57 @@
+--[[
+  Shared helpers for the request-slot scripts, spliced in by `--@include _request.lua`.
+  They expect KEYS[1..5] = meta, items, leases, results, dead of one request.
+]]
+local TERMINAL = {completed = true, failed = true, cancelled = true, expired = true}
+
+local function counts(meta)
+  local v = redis.call('HMGET', meta, 'total', 'done', 'failed', 'expired', 'finalized', 'state')
+  return tonumber(v[1]) or 0, tonumber(v[2]) or 0, tonumber(v[3]) or 0, tonumber(v[4]) or 0, v[5] == '1', v[6]
+end
+
+local function publish(meta, channel, now, kind)
+  if channel == '' then return end
+  local v = redis.call('HMGET', meta, 'id', 'queue', 'state', 'total', 'done', 'failed', 'expired', 'priority', 'concurrency')
+  redis.call('HSET', meta, 'pub', now)
+  redis.call('PUBLISH', channel, cjson.encode({
+    type = kind, id = v[1], queue = v[2], state = v[3], total = tonumber(v[4]) or 0,
+    done = tonumber(v[5]) or 0, failed = tonumber(v[6]) or 0, expired = tonumber(v[7]) or 0,
+    priority = tonumber(v[8]) or 0, concurrency = tonumber(v[9]) or 0, t = now}))
+end
+
+-- Progress messages are coalesced to one per 50 ms per request.
+local function publish_progress(meta, channel, now)
+  local last = tonumber(redis.call('HGET', meta, 'pub')) or 0
+  if now - last >= 50 then publish(meta, channel, now, 'progress') end
+end
+
+local function expire_all(retention_ms)
+  for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], retention_ms) end
+end
+
+-- Close the request when every item has an outcome; true if it closed now.
+local function finish_if_done(now, retention_ms, channel)
+  local total, done, failed, expired, finalized, state = counts(KEYS[1])
+  if TERMINAL[state] or not finalized or done + failed + expired < total then return false end
+  local final = 'completed'
+  if failed > 0 then final = 'failed' elseif expired > 0 then final = 'expired' end
+  redis.call('HSET', KEYS[1], 'state', final, 'finished_at', now)
+  expire_all(retention_ms)
+  publish(KEYS[1], channel, now, 'finished')
+  return true
+end
+
+-- Entry fields {i, idx, p, payload} -> idx, payload
+local function entry_fields(fields)
+  local idx, payload
+  for j = 1, #fields, 2 do
+    if fields[j] == 'i' then idx = fields[j + 1] elseif fields[j] == 'p' then payload = fields[j + 1] end
+  end
+  return idx, payload
+end
+
+local function pending_info(id)
+  local p = redis.call('XPENDING', KEYS[2], 'g', id, id, 1)
+  if #p == 0 then return nil end
+  return p[1][2], tonumber(p[1][4]) -- consumer, delivery count
+end

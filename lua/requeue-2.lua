@@ -1,0 +1,28 @@
+--[[
+  Make in-flight items due now, so the next token holder runs them again:
+  given entry ids, or every item a given worker holds (a dead worker).
+
+  Input:
+    KEYS[1] items   STREAM of the request
+    KEYS[2] leases  ZSET entry id -> lease deadline
+    ARGV[1] mode: ids | worker
+    ARGV[2..] entry ids (ids), or the worker id (worker)
+
+  Output:
+    number of items made due
+]]
+--@include _common.lua
+local ids = {}
+if ARGV[1] == 'worker' then
+  for _, p in ipairs(redis.call('XPENDING', KEYS[1], 'g', '-', '+', 10000, ARGV[2])) do ids[#ids + 1] = p[1] end
+else
+  for i = 2, #ARGV do ids[#ids + 1] = ARGV[i] end
+end
+local now, n = now_ms(), 0
+for _, id in ipairs(ids) do
+  if redis.call('ZSCORE', KEYS[2], id) then
+    redis.call('ZADD', KEYS[2], now - 1, id)
+    n = n + 1
+  end
+end
+return n

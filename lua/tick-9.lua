@@ -1,0 +1,86 @@
+--[[
+  Periodic upkeep of one queue, safe for any number of workers to run at once:
+  promote scheduled requests that are due (in batches), take back tokens whose
+  lease ran out, wake parked tokens whose time came, and (optionally) age
+  long-waiting requests up one priority level.
+
+  Input:
+    KEYS[1] sched       ZSET scheduled request ids by ready time
+    KEYS[2] tokens      ZSET waiting tokens
+    KEYS[3] seq         STRING token order counter
+    KEYS[4] reqs        HASH active requests
+    KEYS[5] held        HASH token -> worker
+    KEYS[6] leases      ZSET token -> lease deadline
+    KEYS[7] parked      ZSET token -> wake time
+    KEYS[8] wake        LIST wake markers
+    KEYS[9] lastserved  HASH request id -> last claim time
+    ARGV[1] batch size
+    ARGV[2] aging interval in ms (0 = off)
+
+  Output:
+    {promoted ids, reaped count, unparked count, aged count}
+]]
+--@include _common.lua
+local now, batch, aging = now_ms(), tonumber(ARGV[1]), tonumber(ARGV[2])
+local woken = 0
+
+local function requeue(token, p)
+  redis.call('ZADD', KEYS[2], token_score(KEYS[3], p), token)
+  woken = woken + 1
+end
+
+local promoted = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, batch)
+for _, rid in ipairs(promoted) do
+  redis.call('ZREM', KEYS[1], rid)
+  local p, c, m, s = parse_req(redis.call('HGET', KEYS[4], rid))
+  if p and s == 's' then
+    redis.call('HSET', KEYS[4], rid, req_value(p, c, m, 'q'))
+    for k = 1, c do requeue(rid .. '#' .. k, p) end
+  end
+end
+
+local reaped = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', now, 'LIMIT', 0, batch)
+for _, token in ipairs(reaped) do
+  redis.call('ZREM', KEYS[6], token)
+  redis.call('HDEL', KEYS[5], token)
+  local rid, k = parse_token(token)
+  local p, c = parse_req(redis.call('HGET', KEYS[4], rid))
+  if p and k <= c then requeue(token, p) end
+end
+
+local due = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', now, 'LIMIT', 0, batch)
+for _, token in ipairs(due) do
+  redis.call('ZREM', KEYS[7], token)
+  local rid, k = parse_token(token)
+  local p, c = parse_req(redis.call('HGET', KEYS[4], rid))
+  if p and k <= c then requeue(token, p) end
+end
+
+-- Aging: the oldest token of each level below 99 whose request has not been
+-- served for an interval moves up one level, with all its waiting tokens.
+local aged = 0
+if aging > 0 then
+  for level = 98, 0, -1 do
+    local lo = (99 - level) * BAND
+    local head = redis.call('ZRANGEBYSCORE', KEYS[2], fmt(lo), '(' .. fmt(lo + BAND), 'LIMIT', 0, 1)
+    if #head == 1 then
+      local rid = parse_token(head[1])
+      local last = tonumber(redis.call('HGET', KEYS[9], rid)) or 0
+      local _, c, m = parse_req(redis.call('HGET', KEYS[4], rid))
+      if c and now - last >= aging then
+        for k = 1, m do
+          local token = rid .. '#' .. k
+          local score = tonumber(redis.call('ZSCORE', KEYS[2], token))
+          if score and score >= lo and score < lo + BAND then
+            redis.call('ZADD', KEYS[2], fmt(score - BAND), token)
+            aged = aged + 1
+          end
+        end
+        redis.call('HSET', KEYS[9], rid, now)
+      end
+    end
+  end
+end
+
+if woken > 0 then wake(KEYS[8], woken) end
+return {promoted, #reaped, #due, aged}
