@@ -19,7 +19,6 @@ from django.db.models import Count
 from django.utils import timezone
 
 from .engine.client import QueueError
-from .engine.registry import Registry
 
 log = logging.getLogger("queueadmin.metrics")
 
@@ -97,9 +96,7 @@ def queue_families(now: float) -> list[Family]:
                    f"Items finished in the last {THROUGHPUT_MINUTES} complete minutes, by outcome.")
     workers = gauge("queueadmin_workers", "Registered workers, live or dead (missed heartbeats).")
 
-    registry = Registry(client.redis, client.keys, dead_after=settings.QUEUEADMIN.get("DEAD_AFTER_SECONDS", 10.0))
-    known = registry.workers()
-    live = [w for w in known if w["live"]]
+    known, live = worker_queues(client, now)
     workers.add(len(live), state="live")
     workers.add(len(known) - len(live), state="dead")
 
@@ -119,7 +116,7 @@ def queue_families(now: float) -> list[Family]:
         requests.add(stats["requests"], queue=name)
         first = client.redis.zrange(client.keys.queue(name).index, 0, 0, withscores=True)
         oldest.add(max(0.0, round(now - first[0][1] / 1000, 3)) if first else 0, queue=name)
-        workers_q.add(sum(1 for w in live if name in (w.get("queues") or "").split(",")), queue=name)
+        workers_q.add(sum(1 for queues in live.values() if name in queues), queue=name)
 
         pipe = client.redis.pipeline(transaction=False)
         for m in range(minute - THROUGHPUT_MINUTES, minute):
@@ -130,6 +127,21 @@ def queue_families(now: float) -> list[Family]:
             recent.add(sum(int(c[i] or 0) for c in counts), queue=name, outcome=outcome)
     return [depth, by_priority, in_flight, scheduled, dead, paused, requests, oldest, workers_q, last_minute,
             recent, workers]
+
+
+def worker_queues(client, now: float) -> tuple[list[str], dict[str, list[str]]]:
+    """Registered worker ids, and the live ones with their queues. Live: a
+    heartbeat (the score in `workers`) within DEAD_AFTER_SECONDS."""
+    cutoff = (now - float(settings.QUEUEADMIN.get("DEAD_AFTER_SECONDS", 10.0))) * 1000
+    entries = client.redis.zrange(client.keys.workers, 0, -1, withscores=True)
+    pipe = client.redis.pipeline(transaction=False)
+    for wid, _ in entries:
+        pipe.hmget(client.keys.worker(wid), "queues", "dead")
+    live = {}
+    for (wid, beat), (queues, dead) in zip(entries, pipe.execute()):
+        if beat >= cutoff and dead != "1":
+            live[wid] = [q for q in (queues or "").split(",") if q]
+    return [wid for wid, _ in entries], live
 
 
 def history_families() -> list[Family]:
