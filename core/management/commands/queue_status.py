@@ -1,0 +1,148 @@
+"""Show one request's state and progress, or an overview of every queue.
+
+    python manage.py queue_status                 # queues and workers
+    python manage.py queue_status REQUEST_ID      # one request
+    python manage.py queue_status [REQUEST_ID] --json
+"""
+from __future__ import annotations
+
+import json
+import time
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from core import services
+from core.engine.keys import Keys
+
+from ._cli import iso, user_errors
+
+REQUEST_FIELDS = ("id", "queue", "processor", "state", "priority", "concurrency", "total", "done", "failed",
+                  "in_flight")
+EXTRA_FIELDS = ("expired", "dead", "finalized", "created_at", "not_before", "expires_at", "started_at",
+                "finished_at")
+
+
+def live_workers_info(redis, now_ms: int | None = None) -> list[dict]:
+    """Every registered worker with a `live` flag (heartbeat within DEAD_AFTER_SECONDS)."""
+    keys = Keys(settings.QUEUEADMIN["PREFIX"])
+    dead_after_ms = float(settings.QUEUEADMIN.get("DEAD_AFTER_SECONDS", 10.0)) * 1000
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    entries = redis.zrange(keys.workers, 0, -1, withscores=True)
+    pipe = redis.pipeline(transaction=False)
+    for wid, _ in entries:
+        pipe.hgetall(keys.worker(wid))
+    out = []
+    for (wid, beat), info in zip(entries, pipe.execute() if entries else []):
+        try:
+            current = json.loads(info.get("current") or "[]")
+        except ValueError:
+            current = info.get("current")
+        if isinstance(current, dict):
+            current = [current]
+        age = max(0.0, (now_ms - beat) / 1000)
+        out.append({
+            "id": wid, "host": info.get("host", ""), "pid": int(info["pid"]) if info.get("pid", "").isdigit() else None,
+            "queues": [q for q in (info.get("queues") or "").split(",") if q],
+            "started": iso(info.get("started")), "heartbeat": iso(beat), "heartbeat_age": round(age, 3),
+            "live": age * 1000 <= dead_after_ms and info.get("dead") != "1",
+            "current": current or [],
+        })
+    return out
+
+
+class Command(BaseCommand):
+    help = "Show a request's state and progress, or (without an id) every queue's depth, in-flight work and workers."
+
+    def add_arguments(self, parser):
+        parser.add_argument("request_id", nargs="?", help="a request id (omit for the queue overview)")
+        parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+    def handle(self, *args, **options):
+        with user_errors():
+            services.sync_queues()
+            if options["request_id"]:
+                data = self.request_status(options["request_id"])
+            else:
+                data = self.overview()
+        if options["json"]:
+            self.stdout.write(json.dumps(data, indent=2, ensure_ascii=False))
+        elif options["request_id"]:
+            self.print_request(data)
+        else:
+            self.print_overview(data)
+
+    # -- one request ------------------------------------------------------------
+
+    def request_status(self, rid: str) -> dict:
+        st = services.engine().status(rid)
+        if st is not None:
+            out = {f: st.get(f) for f in REQUEST_FIELDS}
+            for f in EXTRA_FIELDS:
+                value = st.get(f)
+                out[f] = iso(value) if f.endswith("_at") or f == "not_before" else value
+            out["source"] = "redis"
+            return out
+        from core.models import RequestRecord  # finished and cleaned up from Redis: the summary remains
+
+        rec = RequestRecord.objects.filter(id=rid).first()
+        if rec is None:
+            raise CommandError(f"unknown request {rid!r}")
+        out = {f: getattr(rec, f, None) for f in REQUEST_FIELDS if f != "in_flight"}
+        out["in_flight"] = 0
+        out["expired"] = rec.expired
+        for f in ("created_at", "not_before", "expires_at", "started_at", "finished_at"):
+            value = getattr(rec, f)
+            out[f] = iso(value.timestamp()) if value else None
+        out["source"] = "database"
+        return out
+
+    def print_request(self, data: dict) -> None:
+        width = max(len(k) for k in data)
+        for key, value in data.items():
+            if value is None:
+                value = "-"
+            elif isinstance(value, bool):
+                value = "yes" if value else "no"
+            self.stdout.write(f"{key + ':':<{width + 1}} {value}")
+
+    # -- every queue --------------------------------------------------------------
+
+    def overview(self) -> dict:
+        client = services.engine()
+        workers = live_workers_info(client.redis)
+        queues = []
+        for name in client.queues():
+            stats = client.queue_stats(name)
+            serving = [w["id"] for w in workers if w["live"] and (name in w["queues"] or not w["queues"])]
+            queues.append({
+                "queue": name, "paused": stats["paused"], "requests": stats["requests"], "depth": stats["depth"],
+                "depth_by_priority": {str(p): n for p, n in stats["depth_by_priority"].items()},
+                "in_flight": stats["in_flight"], "scheduled": stats["scheduled"], "dead_letters": stats["dead"],
+                "live_workers": len(serving), "workers": serving,
+            })
+        return {"queues": queues, "workers": workers,
+                "live_workers": sum(1 for w in workers if w["live"])}
+
+    def print_overview(self, data: dict) -> None:
+        w = self.stdout.write
+        if not data["queues"]:
+            w("no queues")
+        for q in data["queues"]:
+            by_prio = ", ".join(f"p{p}: {n}" for p, n in q["depth_by_priority"].items()) or "-"
+            w(f"queue {q['queue']}{'  [PAUSED]' if q['paused'] else ''}")
+            w(f"  requests:     {q['requests']}")
+            w(f"  waiting:      {q['depth']}  (by priority: {by_prio})")
+            w(f"  in flight:    {q['in_flight']}")
+            w(f"  scheduled:    {q['scheduled']}")
+            w(f"  dead letters: {q['dead_letters']}")
+            w(f"  live workers: {q['live_workers']}")
+        live = [x for x in data["workers"] if x["live"]]
+        dead = [x for x in data["workers"] if not x["live"]]
+        w(f"workers: {len(live)} live" + (f", {len(dead)} dead" if dead else ""))
+        for x in live + dead:
+            current = ", ".join(f"{c.get('request')}#{c.get('index')}" for c in x["current"]
+                                if isinstance(c, dict)) or "idle"
+            state = "live" if x["live"] else "DEAD"
+            w(f"  {x['id']}  {state}  host={x['host']} pid={x['pid']} queues={','.join(x['queues']) or '*'} "
+              f"heartbeat={x['heartbeat_age']:.1f}s ago  current={current}")

@@ -1,0 +1,87 @@
+"""Submit a file as one request: one item per line.
+
+    python manage.py queue_submit items.txt --queue default --processor uppercase
+    seq 1 100 | python manage.py queue_submit - --processor sha256 --priority 90
+
+The request id is the last line of output (so `| tail -n1` gets it).
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+from django.core.management.base import BaseCommand, CommandError
+
+from core import services
+
+from ._cli import user_errors
+
+
+def split_lines(text: str) -> list[str]:
+    """One item per line: line endings stripped, a final empty line skipped."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+class Command(BaseCommand):
+    help = "Submit a file (one item per line; '-' reads standard input) as one request; prints its id last."
+    stealth_options = ("stdin",)
+
+    def add_arguments(self, parser):
+        parser.add_argument("file", help="file with one item per line, or '-' for standard input")
+        parser.add_argument("--queue", "-q", default="default", help="queue name (default: default)")
+        parser.add_argument("--processor", "-p", required=True, help="processor name, e.g. uppercase")
+        parser.add_argument("--priority", type=int, help="0-99, higher first (default: the queue's)")
+        parser.add_argument("--concurrency", type=int,
+                            help="most items of this request in flight at once (default: the queue's)")
+        parser.add_argument("--delay", type=float, default=0, metavar="SECONDS",
+                            help="start no earlier than this many seconds from now")
+        parser.add_argument("--expires-in", type=float, metavar="SECONDS",
+                            help="items not started within this many seconds are marked expired")
+        parser.add_argument("--dedup-key", metavar="KEY",
+                            help="refuse a duplicate while a request with this key is pending or running "
+                                 "(default: a hash of the processor and items)")
+        parser.add_argument("--no-dedup", action="store_true", help="never treat this request as a duplicate")
+        parser.add_argument("--json", action="store_true", help="each line is a JSON value, not plain text")
+
+    def handle(self, *args, **options):
+        with user_errors():
+            items = self.read_items(options["file"], options.get("stdin"), options["json"])
+            services.sync_queues()
+            extra = {}
+            if options["no_dedup"]:
+                if options["dedup_key"]:
+                    raise CommandError("--dedup-key and --no-dedup exclude each other")
+                extra["dedup"] = False
+            sub = services.submit(
+                options["queue"], options["processor"], items, priority=options["priority"],
+                concurrency=options["concurrency"], delay=options["delay"], expires_in=options["expires_in"],
+                dedup_key=options["dedup_key"], **extra)
+        if sub.duplicate:
+            self.stdout.write("duplicate of an existing request")
+        elif options["verbosity"] >= 1:
+            when = f", scheduled to start in {options['delay']:g}s" if sub.scheduled else ""
+            self.stdout.write(f"submitted {len(items)} item(s) to queue {options['queue']}{when}")
+        self.stdout.write(sub.id)
+
+    @staticmethod
+    def read_items(path: str, stdin=None, as_json: bool = False) -> list:
+        if path == "-":
+            text = (stdin or sys.stdin).read()
+        else:
+            with open(path, encoding="utf-8", newline="") as f:
+                text = f.read()
+        lines = split_lines(text)
+        if not lines:
+            raise CommandError(f"{'standard input' if path == '-' else path} has no items (one item per line)")
+        if not as_json:
+            return lines
+        items = []
+        for n, line in enumerate(lines, 1):
+            try:
+                items.append(json.loads(line))
+            except ValueError as exc:
+                raise CommandError(f"line {n} is not JSON: {exc}") from None
+        return items
