@@ -1,5 +1,5 @@
 --[[
-  Shared helpers, spliced into a script where it says `--@include _common.lua`.
+  Shared helpers, spliced into a script by an include line naming this file.
   Not a script of its own (the leading underscore keeps it out of the registry).
 ]]
 local BAND = 17592186044416 -- 2^44: width of one priority band in token scores

@@ -1,5 +1,5 @@
 --[[
-  Shared helpers for the request-slot scripts, spliced in by `--@include _request.lua`.
+  Shared helpers for the request-slot scripts, spliced in by an include line.
   They expect KEYS[1..5] = meta, items, leases, results, dead of one request.
 ]]
 local TERMINAL = {completed = true, failed = true, cancelled = true, expired = true}

@@ -4,6 +4,7 @@ Everything that differs between machines comes from the environment:
 REDIS_URL (the run script starts an embedded redis-server and sets it when it
 is unset), DATABASE_PATH, DJANGO_SECRET_KEY, DJANGO_DEBUG.
 """
+import json
 import os
 from pathlib import Path
 
@@ -100,7 +101,9 @@ QUEUEADMIN = {
         "fail": "core.engine.processors.fail",
     },
     # Lift a waiting request one priority level per this many seconds (None: off).
-    "AGING_SECONDS": None,
-    "HEARTBEAT_SECONDS": 1.0,
-    "DEAD_AFTER_SECONDS": 10.0,
+    "AGING_SECONDS": float(os.environ["QUEUEADMIN_AGING_SECONDS"]) if os.environ.get("QUEUEADMIN_AGING_SECONDS") else None,
+    "HEARTBEAT_SECONDS": float(os.environ.get("QUEUEADMIN_HEARTBEAT_SECONDS", "1")),
+    "DEAD_AFTER_SECONDS": float(os.environ.get("QUEUEADMIN_DEAD_AFTER_SECONDS", "10")),
 }
+# More processors, as JSON {"name": "dotted.path"} (tests and deployments add their own).
+QUEUEADMIN["PROCESSORS"].update(json.loads(os.environ.get("QUEUEADMIN_EXTRA_PROCESSORS", "{}")))

@@ -54,3 +54,27 @@ def qc(r):
     client.define_queue("default", QueueConfig())
     client.define_queue("fast", QueueConfig(lease_seconds=1.0, backoff_seconds=0.05, max_attempts=3))
     return client
+
+
+@pytest.fixture(scope="session")
+def worker_db(tmp_path_factory):
+    """A migrated SQLite file for worker subprocesses (they record history)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path = tmp_path_factory.mktemp("workerdb") / "db.sqlite3"
+    root = Path(__file__).resolve().parents[1]
+    subprocess.run([sys.executable, str(root / "manage.py"), "migrate", "--noinput", "-v", "0"], cwd=root,
+                   env={**os.environ, "DATABASE_PATH": str(path)}, check=True)
+    return path
+
+
+@pytest.fixture
+def workers(redis_url, worker_db, tmp_path):
+    """Start real worker processes; all are stopped at the end of the test."""
+    from tests.engine_helpers import WorkerProcs
+
+    procs = WorkerProcs(redis_url, worker_db, tmp_path)
+    yield procs
+    procs.stop_all()

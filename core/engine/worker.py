@@ -223,18 +223,20 @@ class Worker:
         self.redis.blpop(wake_keys, timeout=timeout)
 
     def _drained(self) -> bool:
-        """Burst mode: no queue has a queued request or one due within a tick."""
+        """Burst mode: no token waiting, held, or parked until a time (items in
+        flight or retrying), and no scheduled request due within a second.
+        Streamed requests waiting for items do not count as work."""
         now_ms = time.time() * 1000
         pipe = self.redis.pipeline(transaction=False)
         for q in self.queues:
+            if self.config(q).paused:
+                continue  # a paused queue has nothing to do until resumed
             qk = self.keys.queue(q)
-            pipe.hvals(qk.reqs)
-            pipe.zrangebyscore(qk.sched, "-inf", now_ms + 1000, start=0, num=1)
-        answers = pipe.execute()
-        for reqs, due in zip(answers[::2], answers[1::2]):
-            if due or any(v.endswith("|q") for v in reqs):
-                return False
-        return True
+            pipe.zcard(qk.tokens)
+            pipe.hlen(qk.held)
+            pipe.zcount(qk.parked, "-inf", PARK_FOREVER_MS - 1)
+            pipe.zcount(qk.sched, "-inf", now_ms + 1000)
+        return not any(pipe.execute())
 
     # -- running --------------------------------------------------------------
 

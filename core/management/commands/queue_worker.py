@@ -28,7 +28,8 @@ class Command(BaseCommand):
         if processes < 1:
             raise CommandError("--processes must be at least 1")
         try:
-            known = services.sync_queues()
+            services.sync_queues()
+            known = services.engine().queues()  # the database's queues and any defined in Redis only
         except redis.RedisError as exc:
             raise CommandError(f"cannot reach Redis at {settings.REDIS_URL}: {exc}")
         unknown = [q for q in names if q not in known]

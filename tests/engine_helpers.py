@@ -1,0 +1,86 @@
+"""Helpers for engine tests: in-process burst workers and real worker
+processes (`manage.py queue_worker`) that tests can SIGKILL."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from core.engine.processors import Processors
+from core.engine.worker import Worker
+
+ROOT = Path(__file__).resolve().parents[1]
+TEST_PROCESSORS = {
+    "stall_first": "tests.processors.stall_first",
+    "extend_and_sleep": "tests.processors.extend_and_sleep",
+    "fail_until_third": "tests.processors.fail_until_third",
+    "crash": "tests.processors.crash",
+    "flaky_switch": "tests.processors.flaky_switch",
+}
+BUILTIN = {name: f"core.engine.processors.{name}" for name in
+           ("echo", "uppercase", "word_count", "sha256", "sleep", "fail")}
+ALL_PROCESSORS = {**BUILTIN, **TEST_PROCESSORS}
+
+
+def burst(client, queues=("default",), **kwargs) -> Worker:
+    """Run an in-process worker until nothing is left; returns it."""
+    kwargs.setdefault("install_signals", False)
+    w = Worker(client, list(queues), Processors(ALL_PROCESSORS), burst=True, **kwargs)
+    w.work()
+    return w
+
+
+def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05, message: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+
+
+class WorkerProcs:
+    """Real `manage.py queue_worker` processes; stops only the ones it started."""
+
+    def __init__(self, redis_url: str, db_path: Path, log_dir: Path, **env):
+        self.env = {**os.environ, "REDIS_URL": redis_url, "DATABASE_PATH": str(db_path),
+                    "QUEUEADMIN_EXTRA_PROCESSORS": json.dumps(TEST_PROCESSORS),
+                    "QUEUEADMIN_HEARTBEAT_SECONDS": "0.2", "QUEUEADMIN_DEAD_AFTER_SECONDS": "1.5",
+                    "PYTHONUNBUFFERED": "1", **env}
+        self.log_dir = log_dir
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self, queues="default", processes=1, burst=False, name="") -> subprocess.Popen:
+        args = [sys.executable, str(ROOT / "manage.py"), "queue_worker", "--queues", queues,
+                "--processes", str(processes)]
+        if burst:
+            args.append("--burst")
+        if name:
+            args += ["--name", name]
+        log = open(self.log_dir / f"worker-{len(self.procs)}.log", "wb")
+        proc = subprocess.Popen(args, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        self.procs.append(proc)
+        return proc
+
+    def kill(self, proc: subprocess.Popen, sig=signal.SIGKILL) -> None:
+        if proc.poll() is None:
+            os.kill(proc.pid, sig)
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def logs(self) -> str:
+        return "\n".join(p.read_text(errors="replace")[-3000:] for p in sorted(self.log_dir.glob("worker-*.log")))
