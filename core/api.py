@@ -18,7 +18,9 @@ import re
 from dataclasses import asdict
 
 import redis
+from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
@@ -301,7 +303,10 @@ def request_results(request, rid):
         if _archived(rid) is None:
             raise ApiError(404, f"unknown request {rid!r}")
         raise ApiError(410, f"the results of request {rid} are no longer kept (its retention ran out)")
-    response = StreamingHttpResponse(_result_lines(client, rid), content_type="application/x-ndjson")
+    chunks = _result_lines(client, rid)
+    if isinstance(request, ASGIRequest):  # Django would buffer a sync iterator whole under ASGI
+        chunks = _async_chunks(chunks)
+    response = StreamingHttpResponse(chunks, content_type="application/x-ndjson")
     response["Content-Disposition"] = f'inline; filename="{rid}.jsonl"'
     return response
 
@@ -322,6 +327,15 @@ def _result_lines(client, rid):
         log.warning("results of %s cut short: %s", rid, exc)
     if buffer:
         yield b"".join(buffer)
+
+
+async def _async_chunks(chunks):
+    """Serve a sync generator chunk by chunk from worker threads."""
+    while True:
+        chunk = await sync_to_async(next, thread_sensitive=False)(chunks, None)
+        if chunk is None:
+            return
+        yield chunk
 
 
 @api_view(("POST",), act=True)

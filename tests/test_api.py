@@ -12,10 +12,11 @@ import json
 import random
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.contrib.auth.models import Permission, User
 from django.http import HttpRequest
-from django.test import Client
+from django.test import AsyncClient, Client
 
 from core import embedded, services
 from core.api import ApiError, read_json
@@ -486,3 +487,27 @@ def test_redis_down_is_503(engine, api, settings):
         response = api.call(method, url, body)
         assert response.status_code == 503, url
         assert response.json() == {"error": "queue backend unavailable"}
+
+
+# -- through ASGI, as daphne serves it ------------------------------------------------
+
+
+def test_submit_and_results_through_asgi(engine, key, settings):
+    settings.QUEUEADMIN = {**settings.QUEUEADMIN, "API_MAX_BODY_BYTES": 1000}
+    headers = {"Authorization": f"Bearer {key}"}
+
+    async def scenario():
+        client = AsyncClient()
+        response = await client.post("/api/requests", {**BASE, "items": ["x", "y"]},
+                                     content_type="application/json", headers=headers)
+        assert response.status_code == 201
+        rid = response.json()["id"]
+        results = await client.get(f"/api/requests/{rid}/results", headers=headers)
+        assert results["Content-Type"] == "application/x-ndjson"
+        lines = b"".join([chunk async for chunk in results.streaming_content]).splitlines()  # async: not buffered
+        assert [json.loads(x)["index"] for x in lines] == [0, 1]
+        too_big = await client.post("/api/requests", {**BASE, "items": ["x" * 2000]},
+                                    content_type="application/json", headers=headers)
+        assert too_big.status_code == 413
+
+    async_to_sync(scenario)()
