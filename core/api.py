@@ -1,4 +1,4 @@
-"""The JSON API for producers in other languages, and the metrics endpoint.
+"""The JSON API for producers in other languages (/metrics is in core.metrics).
 
 Every view is token-authenticated (`Authorization: Bearer <key>`, see
 core.auth), hence exempt from CSRF: no cookie is ever trusted here. Errors
@@ -11,7 +11,6 @@ acting (submit, cancel, priority, concurrency) also needs `can_act`.
 from __future__ import annotations
 
 import functools
-import hmac
 import json
 import logging
 import re
@@ -21,11 +20,11 @@ import redis
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
-from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import JsonResponse, StreamingHttpResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 
-from . import auth, metrics, services
+from . import auth, services
 from .engine.client import TERMINAL, QueueError, encode
 from .engine.config import MAX_CONCURRENCY
 from .models import RequestRecord
@@ -393,30 +392,3 @@ def queues(request):
 @csrf_exempt
 def not_found(request, *args, **kwargs):
     return error(404, f"no API endpoint at {request.path[:200]}")
-
-
-# -- metrics ------------------------------------------------------------------
-
-
-def _metrics_allowed(request) -> bool:
-    shared = getattr(settings, "QUEUEADMIN_METRICS_TOKEN", None)
-    key = auth.bearer_key(request)
-    if shared and key and hmac.compare_digest(key.encode(), str(shared).encode()):
-        return True
-    return auth.authenticate(request) is not None
-
-
-@csrf_exempt
-@never_cache
-def metrics_view(request):
-    if request.method not in ("GET", "HEAD"):
-        response = HttpResponse(f"method {request.method} not allowed; use GET\n", status=405,
-                                content_type="text/plain; charset=utf-8")
-        response["Allow"] = "GET, HEAD"
-        return response
-    if not _metrics_allowed(request):
-        response = HttpResponse("missing or invalid token (send 'Authorization: Bearer <key>')\n", status=401,
-                                content_type="text/plain; charset=utf-8")
-        response["WWW-Authenticate"] = 'Bearer realm="queueadmin"'
-        return response
-    return HttpResponse(metrics.render(), content_type=metrics.CONTENT_TYPE)

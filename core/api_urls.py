@@ -1,7 +1,7 @@
 """URLs of the JSON API (/api/...) and of /metrics; included at the site root."""
 from django.urls import path, re_path
 
-from . import api
+from . import api, metrics
 
 urlpatterns = [
     path("api/requests", api.submit, name="api-submit"),
@@ -11,6 +11,6 @@ urlpatterns = [
     path("api/requests/<str:rid>/priority", api.priority, name="api-priority"),
     path("api/requests/<str:rid>/concurrency", api.concurrency, name="api-concurrency"),
     path("api/queues", api.queues, name="api-queues"),
-    path("metrics", api.metrics_view, name="metrics"),
+    path("metrics", metrics.metrics_view, name="metrics"),
     re_path(r"^api(?:/.*)?$", api.not_found),  # JSON 404 for the rest of /api
 ]

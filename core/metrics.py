@@ -9,6 +9,7 @@ the scrape itself still succeeds, as exporters usually do.
 """
 from __future__ import annotations
 
+import hmac
 import logging
 import time
 from datetime import timedelta
@@ -16,8 +17,12 @@ from datetime import timedelta
 import redis
 from django.conf import settings
 from django.db.models import Count
+from django.http import HttpResponse
 from django.utils import timezone
+from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_exempt
 
+from . import auth
 from .engine.client import QueueError
 
 log = logging.getLogger("queueadmin.metrics")
@@ -170,3 +175,33 @@ def history_families() -> list[Family]:
     for queue, values in sorted(runs.items()):
         run.add(round(sum(values) / len(values), 3), queue=queue)
     return [states, wait, run]
+
+
+# -- the view -------------------------------------------------------------------
+
+
+def _allowed(request) -> bool:
+    """settings.QUEUEADMIN_METRICS_TOKEN (for a scraper), or any API token."""
+    shared = getattr(settings, "QUEUEADMIN_METRICS_TOKEN", None)
+    key = auth.bearer_key(request)
+    if shared and key and hmac.compare_digest(key.encode(), str(shared).encode()):
+        return True
+    return auth.authenticate(request) is not None
+
+
+def _text(body: str, status: int) -> HttpResponse:
+    return HttpResponse(body + "\n", status=status, content_type="text/plain; charset=utf-8")
+
+
+@csrf_exempt
+@never_cache
+def metrics_view(request):
+    if request.method not in ("GET", "HEAD"):
+        response = _text(f"method {request.method} not allowed; use GET", 405)
+        response["Allow"] = "GET, HEAD"
+        return response
+    if not _allowed(request):
+        response = _text("missing or invalid token (send 'Authorization: Bearer <key>')", 401)
+        response["WWW-Authenticate"] = 'Bearer realm="queueadmin"'
+        return response
+    return HttpResponse(render(), content_type=CONTENT_TYPE)
