@@ -27,7 +27,7 @@ from django.views.decorators.csrf import csrf_exempt
 from . import auth, services
 from .engine.client import TERMINAL, QueueError, encode
 from .engine.config import MAX_CONCURRENCY
-from .models import RequestRecord
+from .models import Queue, RequestRecord
 
 log = logging.getLogger("queueadmin.api")
 
@@ -267,6 +267,19 @@ def _after_change(rid: str) -> JsonResponse:
     return JsonResponse({"id": rid, **status, "archived": False})
 
 
+def push_configured_queues(names) -> None:
+    """Queues configured in the database but unknown to Redis (a fresh install
+    before any worker ran sync_queues) are pushed now, so they can be used."""
+    client = services.engine()
+    names = list(names)
+    pipe = client.redis.pipeline(transaction=False)
+    for name in names:
+        pipe.exists(client.keys.queue(name).config)
+    missing = [n for n, known in zip(names, pipe.execute()) if not known]
+    for row in Queue.objects.filter(name__in=missing):
+        client.define_queue(row.name, row.to_config())
+
+
 # -- views --------------------------------------------------------------------
 
 
@@ -274,6 +287,7 @@ def _after_change(rid: str) -> JsonResponse:
 def submit(request):
     data = read_json(request, _limit("API_MAX_BODY_BYTES", MAX_BODY_BYTES))
     queue, processor, items, options = submission(data)
+    push_configured_queues([queue])
     sub = services.submit(queue, processor, items, user=request.user, **options)
     status = services.engine().status(sub.id) or {}
     body = {**status, "id": sub.id, "duplicate": sub.duplicate, "scheduled": sub.scheduled}
@@ -379,6 +393,7 @@ def concurrency(request, rid):
 @api_view(("GET",))
 def queues(request):
     client = services.engine()
+    push_configured_queues(Queue.objects.values_list("name", flat=True))
     out = []
     for name in client.queues():
         try:

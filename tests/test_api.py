@@ -22,7 +22,7 @@ from core import embedded, services
 from core.api import ApiError, read_json
 from core.engine.processors import Processors
 from core.engine.worker import Worker
-from core.models import ApiToken, RequestRecord
+from core.models import ApiToken, Queue, RequestRecord
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("core.api_urls")]
 
@@ -139,6 +139,19 @@ def test_items_may_be_any_json_values(engine, api):
     lines = api.get(f"/api/requests/{rid}/results")
     records = [json.loads(x) for x in b"".join(lines.streaming_content).decode().splitlines()]
     assert [r["result"] for r in records] == items
+
+
+def test_queues_configured_only_in_the_database_are_pushed_on_use(redis_url, api):
+    """A fresh install: the `default` row exists (migration), Redis knows nothing
+    until a worker runs sync_queues; the API must not call it unknown."""
+    Queue.objects.bulk_create([Queue(name="reports", concurrency=4)])  # no post_save: not in Redis
+    client = services.engine()
+    assert client.queues() == []
+    names = [q["name"] for q in api.get("/api/queues").json()["queues"]]
+    assert names == ["default", "reports"]
+    assert client.queue_config("reports").concurrency == 4
+    client.redis.flushdb()
+    assert submit(api, queue="reports").status_code == 201
 
 
 def test_csrf_does_not_apply_to_token_requests(engine, key):
