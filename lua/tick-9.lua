@@ -2,7 +2,7 @@
   Periodic upkeep of one queue, safe for any number of workers to run at once:
   promote scheduled requests that are due (in batches), take back tokens whose
   lease ran out, wake parked tokens whose time came, and (optionally) age
-  long-waiting requests up one priority level.
+  long-waiting requests up one priority level per aging interval waited.
 
   Input:
     KEYS[1] sched       ZSET scheduled request ids by ready time
@@ -56,8 +56,9 @@ for _, token in ipairs(due) do
   if p and k <= c then requeue(token, p) end
 end
 
--- Aging: the oldest token of each level below 99 whose request has not been
--- served for an interval moves up one level, with all its waiting tokens.
+-- Aging: the oldest token of each level below 99 whose request has waited n
+-- intervals since it was last served (or first seen here) moves up n levels,
+-- with all its waiting tokens of that level.
 local aged = 0
 if aging > 0 then
   for level = 98, 0, -1 do
@@ -65,18 +66,21 @@ if aging > 0 then
     local head = redis.call('ZRANGEBYSCORE', KEYS[2], fmt(lo), '(' .. fmt(lo + BAND), 'LIMIT', 0, 1)
     if #head == 1 then
       local rid = parse_token(head[1])
-      local last = tonumber(redis.call('HGET', KEYS[9], rid)) or 0
-      local _, c, m = parse_req(redis.call('HGET', KEYS[4], rid))
-      if c and now - last >= aging then
+      local last = tonumber(redis.call('HGET', KEYS[9], rid))
+      local _, _, m = parse_req(redis.call('HGET', KEYS[4], rid))
+      if not last then
+        redis.call('HSET', KEYS[9], rid, now) -- the clock starts when first seen waiting
+      elseif m and now - last >= aging then
+        local steps = math.min(99 - level, math.floor((now - last) / aging))
         for k = 1, m do
           local token = rid .. '#' .. k
           local score = tonumber(redis.call('ZSCORE', KEYS[2], token))
           if score and score >= lo and score < lo + BAND then
-            redis.call('ZADD', KEYS[2], fmt(score - BAND), token)
+            redis.call('ZADD', KEYS[2], fmt(score - steps * BAND), token)
             aged = aged + 1
           end
         end
-        redis.call('HSET', KEYS[9], rid, now)
+        redis.call('HSET', KEYS[9], rid, last + steps * aging)
       end
     end
   end

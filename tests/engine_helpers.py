@@ -84,3 +84,51 @@ class WorkerProcs:
 
     def logs(self) -> str:
         return "\n".join(p.read_text(errors="replace")[-3000:] for p in sorted(self.log_dir.glob("worker-*.log")))
+
+
+class Threads:
+    """Several in-process burst workers on threads (sleep-bound processors)."""
+
+    def __init__(self, client, n: int, queues=("default",), **kwargs):
+        import threading
+
+        kwargs.setdefault("install_signals", False)
+        self.workers = [Worker(client, list(queues), Processors(ALL_PROCESSORS), burst=True, **kwargs)
+                        for _ in range(n)]
+        self.threads = [threading.Thread(target=w.work, daemon=True) for w in self.workers]
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def join(self, timeout: float = 60):
+        for t in self.threads:
+            t.join(timeout)
+        assert not any(t.is_alive() for t in self.threads), "workers did not finish"
+
+    def __exit__(self, *exc):
+        if any(exc):
+            for w in self.workers:
+                w.stop()
+        self.join()
+
+
+def max_overlap(records) -> int:
+    """Most items running at the same instant, from their start/finish times."""
+    events = []
+    for rec in records:
+        events.append((rec["started_at"], 1))
+        events.append((rec["finished_at"], -1))
+    events.sort(key=lambda e: (e[0], e[1]))  # a finish before a start at the same instant
+    peak = cur = 0
+    for _, d in events:
+        cur += d
+        peak = max(peak, cur)
+    return peak
+
+
+def dispatch_is_empty(client, queue="default") -> bool:
+    qk = client.keys.queue(queue)
+    r = client.redis
+    return not (r.zcard(qk.tokens) or r.hlen(qk.held) or r.zcard(qk.parked) or r.hlen(qk.reqs))
