@@ -61,7 +61,8 @@ DATABASES = {
     "default": {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": os.environ.get("DATABASE_PATH", str(VAR_DIR / "db.sqlite3")),
-        "OPTIONS": {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL;"},
+        # IMMEDIATE: several worker processes write history; take the write lock up front.
+        "OPTIONS": {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL;", "transaction_mode": "IMMEDIATE"},
     }
 }
 
@@ -74,6 +75,11 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").exists() else []
+# htmx and its WebSocket extension, installed from npm by bin/frontend and
+# served locally as static/vendor/... (no CDN, nothing vendored in git).
+FRONTEND_DIR = VAR_DIR / "frontend" / "node_modules"
+if FRONTEND_DIR.exists():
+    STATICFILES_DIRS.append(("vendor", FRONTEND_DIR))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"

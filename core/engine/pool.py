@@ -36,7 +36,8 @@ class Pool:
                     continue
                 del self.children[slot]
                 if self.stopping or (self.burst and code == 0):
-                    status = status or code
+                    if code > 0:  # a child ended by our own signal is a clean stop
+                        status = status or code
                     continue
                 log.warning("worker process %s exited with %s; restarting it", proc.pid, code)
                 time.sleep(0.5)
