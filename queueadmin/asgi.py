@@ -1,3 +1,5 @@
+"""ASGI entry point: HTTP (Django, with its static files served locally) and
+the dashboard's WebSocket (staff sessions only, origin checked)."""
 import os
 
 from django.core.asgi import get_asgi_application
@@ -5,6 +7,15 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "queueadmin.settings")
 django_asgi_app = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter  # noqa: E402
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
-application = ProtocolTypeRouter({"http": django_asgi_app})
+from core.routing import websocket_urlpatterns  # noqa: E402
+
+application = ProtocolTypeRouter({
+    # daphne serves /static/ itself (htmx, CSS): the dashboard needs no web server in front
+    "http": ASGIStaticFilesHandler(django_asgi_app),
+    "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+})

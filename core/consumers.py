@@ -1,0 +1,69 @@
+"""The dashboard's WebSocket: `/ws/live/?topic=...`.
+
+Only active staff get in (others are refused during the handshake, which
+the browser sees as a failed connection); the origin is checked by
+`AllowedHostsOriginValidator` in `queueadmin/asgi.py`. On connect, and on
+every reconnect, the page first receives the current state of its topic, so
+nothing published before the socket opened is missed; after that the relay
+pushes re-rendered fragments (at most 10 a second). A page can ask for the
+current state again by sending `{"refresh": true}` (after the operator
+resumes live refresh).
+"""
+from __future__ import annotations
+
+import json
+from urllib.parse import parse_qs
+
+from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from core.auth import can_act
+from core.relay import get_relay, group_name, render
+from core.views.live import valid_topic
+
+
+class LiveConsumer(AsyncWebsocketConsumer):
+    topic = ""
+    variant = ""
+    group = ""
+
+    async def connect(self):
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated or not user.is_active or not user.is_staff:
+            await self.close(code=4403)
+            return
+        query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
+        topic = (query.get("topic") or [""])[0]
+        if not valid_topic(topic):
+            await self.close(code=4400)
+            return
+        self.topic = topic
+        self.variant = "act" if await database_sync_to_async(can_act)(user) else "view"
+        self.group = group_name(topic, self.variant)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        get_relay().subscribe(self.topic, self.variant)
+        await self.send_state()
+
+    async def send_state(self):
+        html = await sync_to_async(render, thread_sensitive=False)(self.topic, self.variant)
+        if html:
+            await self.send(text_data=html)
+
+    async def receive(self, text_data=None, bytes_data=None):
+        try:
+            message = json.loads(text_data or "{}")
+        except ValueError:
+            return
+        if isinstance(message, dict) and message.get("refresh"):
+            await self.send_state()
+
+    async def live_html(self, event):
+        await self.send(text_data=event["html"])
+
+    async def disconnect(self, code):
+        if self.group:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+            get_relay().unsubscribe(self.topic, self.variant)
+            self.group = ""

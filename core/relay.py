@@ -1,0 +1,238 @@
+"""The relay: the engine's Redis pub/sub events -> live fragments -> Channels groups.
+
+One relay runs per ASGI process (per event loop), started by the first
+WebSocket that connects and stopped a while after the last one leaves. It
+subscribes to the engine's event channel (`qa:events`), works out which
+watched topics an event touches (a request's page, the rows of a list, the
+overview...), and re-renders each touched topic once, whatever the number
+of sockets watching it, then `group_send`s the HTML to the topic's group.
+
+Coalescing: a topic is rendered at most once per `MIN_INTERVAL` (100 ms, so
+at most 10 updates a second per page), later if rendering it is slow (twice
+the last render time), and the render always reads the current state from
+Redis after the last event it saw, so a final state is never lost: a
+"finished" event marks the topic dirty and the next render shows it. Topics
+whose content moves without events (worker heartbeats, ages, throughput) are
+also refreshed on a timer. After the pub/sub connection drops and comes back,
+every topic is re-rendered.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import time
+import weakref
+from collections import Counter
+from dataclasses import dataclass, field
+
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
+
+log = logging.getLogger("queueadmin.relay")
+
+MIN_INTERVAL = 0.1  # seconds between two renders of one topic (<= 10 updates/s)
+LINGER = 10.0  # seconds the relay stays up after its last subscriber left
+VARIANTS = ("act", "view")
+
+
+def group_name(topic: str, variant: str) -> str:
+    """Channels group names are short ASCII: hash the topic."""
+    return f"live.{hashlib.sha1(topic.encode()).hexdigest()[:24]}.{variant}"
+
+
+def render(topic: str, variant: str) -> str:
+    from django.db import close_old_connections
+
+    from core.views.live import render_topic
+
+    close_old_connections()
+    try:
+        return render_topic(topic, can_act=variant == "act")
+    finally:
+        close_old_connections()
+
+
+@dataclass
+class TopicState:
+    dirty: bool = True
+    last: float = 0.0  # monotonic time of the last render
+    cost: float = 0.0  # seconds the last render took
+    events: int = 0
+    variants: Counter = field(default_factory=Counter)
+
+
+class Relay:
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self.topics: dict[str, TopicState] = {}
+        self.layer = get_channel_layer()
+        self.wake = asyncio.Event()
+        self.tasks: list[asyncio.Task] = []
+        self.idle_since: float | None = None
+        self.connected = asyncio.Event()
+        self.stats = Counter()
+
+    # -- subscribers ------------------------------------------------------------
+
+    def subscribe(self, topic: str, variant: str) -> None:
+        st = self.topics.setdefault(topic, TopicState(dirty=False, last=time.monotonic()))
+        st.variants[variant] += 1
+        self.idle_since = None
+        self.start()
+
+    def unsubscribe(self, topic: str, variant: str) -> None:
+        st = self.topics.get(topic)
+        if st is None:
+            return
+        st.variants[variant] -= 1
+        if st.variants[variant] <= 0:
+            del st.variants[variant]
+        if not st.variants:
+            del self.topics[topic]
+        if not self.topics:
+            self.idle_since = time.monotonic()
+            self.wake.set()
+
+    def mark(self, topic: str) -> None:
+        st = self.topics.get(topic)
+        if st is not None:
+            st.dirty = True
+            st.events += 1
+            self.wake.set()
+
+    def on_event(self, event: dict) -> None:
+        from core.views.live import request_ids
+
+        rid = event.get("id")
+        self.stats["events"] += 1
+        for topic in list(self.topics):
+            ids = request_ids(topic)
+            if ids is None or rid in ids:
+                self.mark(topic)
+
+    # -- tasks ------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self.tasks and not all(t.done() for t in self.tasks):
+            return
+        self.tasks = [self.loop.create_task(self._listen(), name="relay-listen"),
+                      self.loop.create_task(self._flush(), name="relay-flush")]
+
+    async def stop(self) -> None:
+        for t in self.tasks:
+            t.cancel()
+        for t in self.tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        self.tasks = []
+
+    async def _listen(self) -> None:
+        import redis.asyncio as aioredis
+
+        from core import services
+
+        channel = services.engine().channel
+        delay = 0.2
+        while True:
+            client = aioredis.Redis.from_url(settings.REDIS_URL, decode_responses=True,
+                                             socket_keepalive=True, health_check_interval=15)
+            pubsub = client.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(channel)
+                self.connected.set()
+                for topic in self.topics:  # state may have moved while we were away
+                    self.mark(topic)
+                delay = 0.2
+                while True:
+                    msg = await pubsub.get_message(timeout=1.0)
+                    if msg is None:
+                        continue
+                    try:
+                        event = json.loads(msg["data"])
+                    except (TypeError, ValueError):
+                        continue
+                    if isinstance(event, dict):
+                        self.on_event(event)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # redis down or restarted: reconnect with backoff
+                self.connected.clear()
+                log.warning("relay: pub/sub connection lost (%s); reconnecting in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(5.0, delay * 2)
+            finally:
+                try:
+                    await pubsub.aclose()
+                    await client.aclose()
+                except Exception:
+                    pass
+
+    def _due(self, now: float) -> tuple[list[str], float]:
+        from core.views.live import period
+
+        due, wait = [], 1.0
+        for topic, st in self.topics.items():
+            interval = max(MIN_INTERVAL, 2 * st.cost)
+            ready_at = st.last + interval
+            every = period(topic)
+            if st.dirty or (every and now - st.last >= every):
+                if now >= ready_at:
+                    due.append(topic)
+                else:
+                    wait = min(wait, ready_at - now)
+            elif every:
+                wait = min(wait, st.last + every - now)
+        return due, max(0.005, wait)
+
+    async def _flush(self) -> None:
+        while True:
+            now = time.monotonic()
+            if not self.topics and self.idle_since is not None and now - self.idle_since > LINGER:
+                for t in self.tasks:
+                    if t is not asyncio.current_task():
+                        t.cancel()
+                return
+            due, wait = self._due(now)
+            if due:
+                await asyncio.gather(*(self._render_and_send(t) for t in due))
+                continue
+            self.wake.clear()
+            try:
+                await asyncio.wait_for(self.wake.wait(), timeout=wait)
+            except asyncio.TimeoutError:
+                pass
+
+    async def _render_and_send(self, topic: str) -> None:
+        st = self.topics.get(topic)
+        if st is None:
+            return
+        st.dirty = False
+        started = time.monotonic()
+        for variant in [v for v in VARIANTS if st.variants.get(v)]:
+            try:
+                html = await sync_to_async(render, thread_sensitive=False)(topic, variant)
+            except Exception:
+                log.exception("relay: rendering %s failed", topic)
+                continue
+            if html:
+                await self.layer.group_send(group_name(topic, variant), {"type": "live.html", "html": html})
+                self.stats["sent"] += 1
+        st.last = time.monotonic()
+        st.cost = st.last - started
+
+
+_relays: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Relay]" = weakref.WeakKeyDictionary()
+
+
+def get_relay() -> Relay:
+    """The relay of the running event loop (one per ASGI process)."""
+    loop = asyncio.get_running_loop()
+    relay = _relays.get(loop)
+    if relay is None:
+        relay = _relays[loop] = Relay(loop)
+    return relay

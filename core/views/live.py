@@ -1,0 +1,114 @@
+"""Live fragments: what the WebSocket pushes for each topic a page watches.
+
+A topic names a page region and its parameters ("overview",
+"request:<id>:<after>:<before>", "rows:<id>,<id>", "inflight:<queue>:<stuck>:<page>",
+"dead:<queue>:<request>:<page>", "scheduled:<page>", "workers", "queues").
+Fragments are rendered without a request (once per topic for every socket
+watching it), in two variants: with action buttons for staff who may act,
+without for view-only staff. Forms inside them post through htmx, which
+sends the CSRF token as a header.
+"""
+from __future__ import annotations
+
+import re
+
+from django.http import QueryDict
+from django.template.loader import render_to_string
+
+from core import queries
+from core.models import RequestRecord
+
+from .common import ENTRY, RID
+
+_TOPIC = re.compile(r"^[A-Za-z0-9_:,.$-]{1,4000}$")
+KINDS = ("overview", "request", "rows", "inflight", "dead", "scheduled", "workers", "queues")
+
+
+def valid_topic(topic: str) -> bool:
+    if not topic or not _TOPIC.match(topic):
+        return False
+    kind, _, rest = topic.partition(":")
+    if kind not in KINDS:
+        return False
+    if kind == "request":
+        rid, _, cursor = rest.partition(":")
+        after, _, before = cursor.partition(":")
+        return bool(RID.match(rid)) and all(not c or c == "$" or ENTRY.match(c) for c in (after, before))
+    if kind == "rows":
+        ids = rest.split(",")
+        return 0 < len(ids) <= 200 and all(RID.match(i) for i in ids)
+    return True
+
+
+def request_ids(topic: str) -> set[str] | None:
+    """The requests whose events change this topic (None: any event does)."""
+    kind, _, rest = topic.partition(":")
+    if kind == "request":
+        return {rest.partition(":")[0]}
+    if kind == "rows":
+        return set(rest.split(","))
+    if kind in ("workers",):
+        return set()  # heartbeats, not request events: refreshed on a timer
+    return None
+
+
+# Topics refreshed on a timer too (ages, heartbeats, throughput move without events).
+PERIODIC = {"overview": 2.0, "inflight": 2.0, "workers": 2.0, "queues": 5.0, "scheduled": 5.0, "dead": 10.0,
+            "request": 5.0}
+
+
+def period(topic: str) -> float | None:
+    return PERIODIC.get(topic.partition(":")[0])
+
+
+def render_topic(topic: str, can_act: bool) -> str:
+    kind, _, rest = topic.partition(":")
+    base = {"can_act": can_act, "live": True}
+    if kind == "overview":
+        from .overview import overview_context
+
+        return render_to_string("qa/overview_live.html", {**base, **overview_context()})
+    if kind == "request":
+        from .requests import detail_context
+
+        rid, _, cursor = rest.partition(":")
+        after, _, before = cursor.partition(":")
+        ctx = detail_context(None, rid, after or None, before or None)
+        if ctx is None:
+            return ""
+        return render_to_string("qa/request_live.html", {**base, **ctx})
+    if kind == "rows":
+        ids = rest.split(",")
+        records = list(RequestRecord.objects.filter(id__in=ids))
+        order = {rid: i for i, rid in enumerate(ids)}
+        records.sort(key=lambda r: order.get(r.id, 0))
+        return render_to_string("qa/request_rows.html", {**base, "rows": queries.overlay(records)})
+    if kind == "inflight":
+        from .inflight import inflight_context
+
+        queue, stuck, pg = (rest.split(":") + ["", "", ""])[:3]
+        params = QueryDict(mutable=True)
+        params.update({"queue": queue, "stuck": stuck if stuck == "1" else "", "page": pg or "1"})
+        return render_to_string("qa/inflight_live.html", {**base, **inflight_context(params)})
+    if kind == "dead":
+        from .dead import dead_context
+
+        queue, rid, pg = (rest.split(":") + ["", "", ""])[:3]
+        params = QueryDict(mutable=True)
+        params.update({"queue": queue, "request": rid, "page": pg or "1"})
+        return render_to_string("qa/dead_live.html", {**base, **dead_context(params)})
+    if kind == "scheduled":
+        from .scheduled import scheduled_context
+
+        params = QueryDict(mutable=True)
+        params["page"] = rest or "1"
+        return render_to_string("qa/scheduled_live.html", {**base, **scheduled_context(params)})
+    if kind == "workers":
+        from .workers import workers_context
+
+        return render_to_string("qa/workers_live.html", {**base, **workers_context()})
+    if kind == "queues":
+        from .workers import queues_context
+
+        return render_to_string("qa/queues_live.html", {**base, **queues_context()})
+    return ""

@@ -1,0 +1,147 @@
+"""Operator actions: thin wrappers over the engine client that also keep the
+database history in step, plus the few the client lacks.
+
+* `discard` removes dead letters for good. Atomic without a new Lua script:
+  an optimistic transaction (WATCH the request's dead-letter zset, read,
+  MULTI, ZREM + mark the result record + count, EXEC; a concurrent retry or
+  discard changes the zset, EXEC fails and we read again). Every key is in
+  the request's `{r:ID}` slot, so it works on Redis Cluster too. The request's
+  meta gets a `discarded` counter so "dead letters" = failed - discarded.
+* `run_now` moves a scheduled request's ready time to now: one `ZADD XX` on
+  the queue's schedule zset (atomic); the next worker tick promotes it.
+* `requeue` makes in-flight items due now (client.requeue); if the worker
+  holding them is dead it is first recovered exactly as a live worker would
+  (the engine's `Worker.recover`: its tokens go back, its items become due).
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+
+import redis as redis_lib
+
+from core import queries, services
+from core.engine.client import QueueError
+from core.engine.processors import Processors
+from core.engine.worker import Worker
+
+
+def _engine():
+    return services.engine()
+
+
+def refresh_record(rid: str) -> None:
+    """Mirror a request's current Redis status into its history row."""
+    st = _engine().status(rid)
+    if st:
+        services.record(st)
+
+
+def cancel(rid: str) -> None:
+    _engine().cancel(rid)
+    refresh_record(rid)
+
+
+def set_priority(rid: str, priority: int) -> None:
+    _engine().set_priority(rid, priority)
+    refresh_record(rid)
+
+
+def set_concurrency(rid: str, concurrency: int) -> None:
+    _engine().set_concurrency(rid, concurrency)
+    refresh_record(rid)
+
+
+def retry_dead(rid: str, entry_ids: list[str] | None = None) -> int:
+    n = _engine().retry_dead(rid, entry_ids)
+    refresh_record(rid)
+    return n
+
+
+def discard(rid: str, entry_ids: list[str] | None = None) -> int:
+    """Drop dead letters (all of the request's when no ids); returns how many."""
+    r = _engine().redis
+    rk = _engine().keys.request(rid)
+    for _ in range(20):
+        with r.pipeline(transaction=True) as pipe:
+            try:
+                pipe.watch(rk.dead)
+                ids = entry_ids if entry_ids is not None else pipe.zrange(rk.dead, 0, -1)
+                present = [e for e, score in zip(ids, pipe.zmscore(rk.dead, ids) if ids else []) if score is not None]
+                if not present:
+                    return 0
+                idx = []
+                for eid in present:
+                    entry = pipe.xrange(rk.items, eid, eid)
+                    idx.append(int(entry[0][1]["i"]) if entry else None)
+                records = pipe.hmget(rk.results, [i for i in idx if i is not None]) if any(
+                    i is not None for i in idx) else []
+                pipe.multi()
+                pipe.zrem(rk.dead, *present)
+                pipe.hincrby(rk.meta, "discarded", len(present))
+                now = time.time()
+                for i, raw in zip([i for i in idx if i is not None], records):
+                    rec = json.loads(raw) if raw else {"status": "failed"}
+                    rec.update(discarded=True, discarded_at=round(now, 3))
+                    pipe.hset(rk.results, i, json.dumps(rec, separators=(",", ":")))
+                pipe.execute()
+                return len(present)
+            except redis_lib.WatchError:
+                continue
+    raise QueueError("the dead letters kept changing; try again")
+
+
+def run_now(queue: str, rid: str) -> bool:
+    """Make a scheduled request due now; False if it is no longer scheduled."""
+    eng = _engine()
+    qk = eng.keys.queue(queue)
+    changed = eng.redis.zadd(qk.sched, {rid: queries.now_ms()}, xx=True, ch=True)
+    if not changed and eng.redis.zscore(qk.sched, rid) is None:
+        return False
+    eng.redis.rpush(qk.wake, 1)  # idle workers tick at once
+    return True
+
+
+def recover_worker(wid: str) -> int:
+    """Give back a dead worker's tokens and make its items due (engine logic)."""
+    eng = _engine()
+    helper = Worker(eng, eng.queues(), Processors({}), install_signals=False)
+    return helper.recover(wid)
+
+
+def requeue(pairs: list[tuple[str, str]]) -> int:
+    """Make the given (request, entry) items due now; recovers dead holders."""
+    by_rid: dict[str, list[str]] = defaultdict(list)
+    for rid, eid in pairs:
+        by_rid[rid].append(eid)
+    dead = {w["id"] for w in queries.workers() if w["dead"]}
+    if dead:
+        eng = _engine()
+        holders = set()
+        for rid, eids in by_rid.items():
+            rk = eng.keys.request(rid)
+            for eid in eids:
+                p = eng.redis.xpending_range(rk.items, "g", min=eid, max=eid, count=1)
+                if p and p[0]["consumer"] in dead:
+                    holders.add(p[0]["consumer"])
+        for wid in holders:
+            recover_worker(wid)
+    n = 0
+    for rid, eids in by_rid.items():
+        try:
+            n += _engine().requeue(rid, eids)
+        except QueueError:
+            continue  # finished meanwhile
+    return n
+
+
+def set_paused(queue: str, paused: bool) -> None:
+    from core.models import Queue
+
+    row = Queue.objects.filter(name=queue).first()
+    if row is not None:
+        row.paused = paused
+        row.save(update_fields=["paused"])  # post_save pushes the config to Redis
+    else:
+        _engine().set_paused(queue, paused)

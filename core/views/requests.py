@@ -1,0 +1,209 @@
+"""Requests: the history list (from the database, live rows overlaid from
+Redis) and one request's page with its items and actions."""
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.http import Http404, StreamingHttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_POST
+
+from core import queries
+from core.engine.client import QueueError
+from core.engine.config import MAX_CONCURRENCY
+from core.forms import RequestFilterForm
+from core.models import RequestRecord
+
+from . import ops
+from .common import RID, act_required, check_rid, confirm, page, parse_int, staff_required
+
+PAGE_SIZE = 50
+LIVE = ("scheduled", "queued", "running")
+
+
+def _filtered(request):
+    form = RequestFilterForm(request.GET or None, queues=queries.queue_names())
+    return form, form.filter(RequestRecord.objects.all())
+
+
+def list_context(request) -> dict:
+    form, qs = _filtered(request)
+    pg = queries.Page.of(request.GET.get("page"), qs.count(), PAGE_SIZE)
+    rows = queries.overlay(list(qs[pg.start:pg.stop]))
+    params = request.GET.copy()
+    params.pop("page", None)
+    live_ids = [row["id"] for row in rows if row["state"] in LIVE]
+    return {"form": form, "rows": rows, "pg": pg, "filter_qs": params.urlencode(),
+            "live_topic": "rows:" + ",".join(live_ids) if live_ids else "", "filter_errors": form.errors}
+
+
+@never_cache
+@require_GET
+@staff_required
+def request_list(request):
+    return page(request, "qa/requests.html", list_context(request), "requests")
+
+
+@never_cache
+@require_POST
+@act_required
+def request_bulk(request):
+    """Cancel the selected requests, or every live one matching the filter."""
+    back = reverse("requests") + ("?" + request.POST.get("filter", "") if request.POST.get("filter") else "")
+    scope = request.POST.get("scope", "selected")
+    if scope == "all":
+        from django.http import QueryDict
+
+        form = RequestFilterForm(QueryDict(request.POST.get("filter", "")), queues=queries.queue_names())
+        ids = list(form.filter(RequestRecord.objects.filter(state__in=LIVE)).values_list("id", flat=True)[:10000])
+    else:
+        ids = [i for i in request.POST.getlist("ids") if RID.match(i)]
+    if not ids:
+        messages.info(request, "Nothing selected: tick some rows first.")
+        return redirect(back)
+    if request.POST.get("confirm") != "1":
+        fields = [("scope", scope), ("filter", request.POST.get("filter", ""))] + [("ids", i) for i in ids
+                                                                                    if scope != "all"]
+        return confirm(request, title="Cancel requests", count=len(ids), danger=True,
+                       text=f"Cancel {len(ids):,} request{'s' if len(ids) != 1 else ''}? Items not yet started "
+                            f"will never run; items in flight finish.",
+                       action_url=reverse("request_bulk"), fields=fields, back_url=back, section="requests")
+    done = failed = 0
+    for rid in ids:
+        try:
+            ops.cancel(rid)
+            done += 1
+        except QueueError:
+            failed += 1
+    messages.success(request, f"Cancelled {done:,} request{'s' if done != 1 else ''}."
+                     + (f" {failed:,} had already finished." if failed else ""))
+    return redirect(back)
+
+
+def detail_context(request, rid: str, after: str | None = None, before: str | None = None) -> dict | None:
+    st = queries.request_view(rid)
+    if st is None:
+        return None
+    items = queries.request_items(rid, after=after, before=before) if st.get("in_redis") else None
+    rec = RequestRecord.objects.filter(id=rid).only("items_preview", "submitted_by").first()
+    cursor = f"{after or ''}:{before or ''}"
+    return {"st": st, "rid": rid, "items": items, "record": rec, "after": after or "", "before": before or "",
+            "live_topic": f"request:{rid}:{cursor}" if st.get("in_redis") else "",
+            "max_concurrency": MAX_CONCURRENCY}
+
+
+def _cursor(value: str | None) -> str | None:
+    from .common import ENTRY
+
+    if value == "$":
+        return value
+    return value if value and ENTRY.match(value) else None
+
+
+@never_cache
+@require_GET
+@staff_required
+def request_detail(request, rid):
+    check_rid(rid)
+    ctx = detail_context(request, rid, _cursor(request.GET.get("after")), _cursor(request.GET.get("before")))
+    if ctx is None:
+        return page(request, "qa/not_found.html", {"what": "request", "rid": rid}, "requests", status=404)
+    return page(request, "qa/request.html", ctx, "requests")
+
+
+@never_cache
+@require_GET
+@staff_required
+def request_results(request, rid):
+    """All results as JSON Lines (the records of `queue_results`)."""
+    check_rid(rid)
+    try:
+        records = queries.results_iter(rid)
+        first = next(records, None)
+    except QueueError:
+        raise Http404("this request's results are no longer in Redis (past the queue's retention)")
+
+    def lines():
+        if first is not None:
+            yield json.dumps(first, ensure_ascii=False) + "\n"
+        for rec in records:
+            yield json.dumps(rec, ensure_ascii=False) + "\n"
+
+    response = StreamingHttpResponse(lines(), content_type="application/x-ndjson; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="request-{rid}.jsonl"'
+    return response
+
+
+def _back(rid):
+    return redirect(reverse("request_detail", args=[rid]))
+
+
+@never_cache
+@require_POST
+@act_required
+def request_cancel(request, rid):
+    check_rid(rid)
+    if request.POST.get("confirm") != "1":
+        st = queries.status(rid) or {}
+        left = max(0, st.get("total", 0) - st.get("done", 0) - st.get("failed", 0) - st.get("expired", 0))
+        return confirm(request, title="Cancel request", count=left, danger=True,
+                       text=f"Cancel request {rid}? {left:,} item{'s' if left != 1 else ''} not finished yet "
+                            f"will not run (items in flight finish).",
+                       action_url=reverse("request_cancel", args=[rid]), fields=[],
+                       back_url=reverse("request_detail", args=[rid]), section="requests")
+    try:
+        ops.cancel(rid)
+        messages.success(request, "Request cancelled.")
+    except QueueError as exc:
+        messages.error(request, f"Cannot cancel: {exc}.")
+    return _back(rid)
+
+
+@never_cache
+@require_POST
+@act_required
+def request_priority(request, rid):
+    check_rid(rid)
+    value = parse_int(request, request.POST.get("priority"), "Priority", 0, 99)
+    if value is not None:
+        try:
+            ops.set_priority(rid, value)
+            messages.success(request, f"Priority set to {value}.")
+        except QueueError as exc:
+            messages.error(request, f"Cannot change the priority: {exc}.")
+    return _back(rid)
+
+
+@never_cache
+@require_POST
+@act_required
+def request_concurrency(request, rid):
+    check_rid(rid)
+    value = parse_int(request, request.POST.get("concurrency"), "Concurrency limit", 1, MAX_CONCURRENCY)
+    if value is not None:
+        try:
+            ops.set_concurrency(rid, value)
+            messages.success(request, f"Concurrency limit set to {value}.")
+        except QueueError as exc:
+            messages.error(request, f"Cannot change the concurrency limit: {exc}.")
+    return _back(rid)
+
+
+@never_cache
+@require_POST
+@act_required
+def request_retry(request, rid):
+    check_rid(rid)
+    try:
+        n = ops.retry_dead(rid)
+    except QueueError as exc:
+        messages.error(request, f"Cannot retry: {exc}.")
+    else:
+        if n:
+            messages.success(request, f"Sent {n:,} failed item{'s' if n != 1 else ''} back to run again.")
+        else:
+            messages.info(request, "No failed items to retry.")
+    return _back(rid)
