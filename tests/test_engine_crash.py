@@ -1,0 +1,157 @@
+"""Semantics 2, 3 and 5 with real worker processes: concurrency limits across
+processes, SIGKILL at any instant losing nothing (items and tokens), poison
+items, graceful and abrupt shutdown, restarts, and a Redis restart."""
+import signal
+import time
+
+import pytest
+
+from core import embedded
+from core.engine.client import QueueClient
+from core.engine.config import QueueConfig
+from core.engine.connection import connect
+from tests.engine_helpers import WorkerProcs, dispatch_is_empty, max_overlap, wait_for
+
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
+
+
+def completed(qc, rid):
+    return lambda: qc.status(rid)["state"] in ("completed", "failed")
+
+
+def assert_exactly_one_result_per_item(qc, rid, total):
+    results = list(qc.results(rid))
+    assert [r["index"] for r in results] == list(range(total))
+    assert {r["status"] for r in results} == {"done"}
+    assert qc.redis.hlen(qc.keys.request(rid).results) == total
+    st = qc.status(rid)
+    assert (st["state"], st["done"], st["failed"], st["total"]) == ("completed", total, 0, total)
+    return results
+
+
+def test_concurrency_limit_across_worker_processes(qc, workers):
+    a = qc.submit("default", "sleep", [0.05] * 30, concurrency=2)
+    b = qc.submit("default", "sleep", [0.04] * 30, concurrency=3)
+    for _ in range(3):
+        workers.start()
+    wait_for(completed(qc, a.id), 60)
+    wait_for(completed(qc, b.id), 60)
+    ra, rb = list(qc.results(a.id)), list(qc.results(b.id))
+    assert max_overlap(ra) == 2 and max_overlap(rb) == 3
+    assert len({r["worker"] for r in ra + rb}) == 3  # really spread over the processes
+
+
+def test_sigkill_mid_item_loses_no_item_and_no_token(qc, workers):
+    qc.define_queue("crash", QueueConfig(lease_seconds=3))
+    sub = qc.submit("crash", "sleep", [0.03] * 240, concurrency=6)
+    procs = [workers.start("crash") for _ in range(3)]
+    wait_for(lambda: qc.status(sub.id)["done"] >= 40, 60)
+    workers.kill(procs[0])  # almost surely in the middle of an item
+    wait_for(lambda: qc.status(sub.id)["done"] >= 120, 60)
+    workers.kill(procs[1])
+    workers.start("crash")
+    wait_for(completed(qc, sub.id), 90, message=workers.logs())
+    results = assert_exactly_one_result_per_item(qc, sub.id, 240)
+    assert any(r["attempts"] >= 2 for r in results)  # the killed workers' items ran again
+    assert dispatch_is_empty(qc, "crash")
+
+
+def test_sigkill_at_random_instants_many_times(qc, workers):
+    import random
+
+    qc.define_queue("crash", QueueConfig(lease_seconds=2))
+    sub = qc.submit("crash", "echo", list(range(1500)), concurrency=4)
+    procs = [workers.start("crash"), workers.start("crash")]
+    rng = random.Random(7)
+    for _ in range(6):
+        time.sleep(rng.uniform(0.2, 0.6))
+        victim = procs.pop(rng.randrange(len(procs)))
+        workers.kill(victim)
+        procs.append(workers.start("crash"))
+    wait_for(completed(qc, sub.id), 90, message=workers.logs())
+    assert_exactly_one_result_per_item(qc, sub.id, 1500)
+    assert dispatch_is_empty(qc, "crash")
+
+
+def test_a_poison_item_that_kills_its_worker_ends_in_the_dead_letters(qc, workers):
+    qc.define_queue("poison", QueueConfig(lease_seconds=1, max_attempts=2))
+    sub = qc.submit("poison", "crash", ["boom"])
+    good = qc.submit("poison", "echo", ["fine"])
+    workers.start("poison", processes=2)  # the pool restarts killed children
+    wait_for(completed(qc, sub.id), 60, message=workers.logs())
+    st = qc.status(sub.id)
+    assert (st["state"], st["failed"], st["dead"]) == ("failed", 1, 1)
+    (dead,) = qc.dead_letters(sub.id)
+    assert "lease expired" in dead["error"] and dead["attempts"] == 2
+    wait_for(completed(qc, good.id), 30)
+
+
+def test_sigterm_finishes_the_held_item_then_exits_0(qc, workers):
+    sub = qc.submit("default", "sleep", [1.5])
+    proc = workers.start()
+    wait_for(lambda: qc.status(sub.id)["in_flight"] == 1, 30)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(15) == 0
+    (rec,) = list(qc.results(sub.id))
+    assert rec["status"] == "done" and rec["attempts"] == 1
+
+
+def test_a_second_signal_releases_held_work_at_once(qc, workers):
+    sub = qc.submit("default", "sleep", [5])
+    proc = workers.start()
+    wait_for(lambda: qc.status(sub.id)["in_flight"] == 1, 30)
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(10) == 0
+    assert time.monotonic() - t0 < 3
+    assert qc.status(sub.id)["done"] == 0
+    workers.start()
+    wait_for(completed(qc, sub.id), 30)
+    (rec,) = list(qc.results(sub.id))
+    assert rec["status"] == "done" and rec["attempts"] == 2
+
+
+def test_a_restarted_worker_releases_what_its_dead_predecessor_held(qc, workers):
+    """Leases of a minute and slow death detection: only the restart can bring
+    the item back quickly, by finding its predecessor's process gone."""
+    workers.env["QUEUEADMIN_DEAD_AFTER_SECONDS"] = "60"
+    qc.define_queue("slow", QueueConfig(lease_seconds=60))
+    sub = qc.submit("slow", "sleep", [1.0])
+    proc = workers.start("slow")
+    wait_for(lambda: qc.status(sub.id)["in_flight"] == 1, 30)
+    workers.kill(proc)
+    proc.wait(5)
+    t0 = time.monotonic()
+    workers.start("slow")
+    wait_for(completed(qc, sub.id), 30, message=workers.logs())
+    assert time.monotonic() - t0 < 15
+    (rec,) = list(qc.results(sub.id))
+    assert rec["attempts"] == 2
+
+
+def test_workers_ride_out_a_redis_restart(worker_db, tmp_path):
+    port = embedded.free_port()
+    data = tmp_path / "redis"
+    server = embedded.start(port, data)
+    url = f"redis://127.0.0.1:{port}/0"
+    procs = WorkerProcs(url, worker_db, tmp_path)
+    try:
+        qc = QueueClient(connect(url))
+        qc.define_queue("default", QueueConfig())
+        sub = qc.submit("default", "sleep", [0.01] * 600, concurrency=4)
+        procs.start()
+        procs.start()
+        wait_for(lambda: qc.status(sub.id)["done"] >= 100, 60)
+        embedded.stop(server)  # a clean shutdown writes the AOF
+        time.sleep(1.5)
+        server = embedded.start(port, data)
+        wait_for(completed(qc, sub.id), 90, message=procs.logs())
+        assert_exactly_one_result_per_item(qc, sub.id, 600)
+        logs = procs.logs()
+        assert "redis unavailable" in logs or "cannot record item" in logs  # the backoff log line
+        assert all(p.poll() is None for p in procs.procs)  # they carried on
+    finally:
+        procs.stop_all()
+        embedded.stop(server)
