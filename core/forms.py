@@ -29,11 +29,14 @@ class SubmitForm(forms.Form):
     json_items = forms.BooleanField(required=False, label="Lines are JSON",
                                     help_text="Parse each line as a JSON value instead of a string.")
     priority = forms.IntegerField(required=False, min_value=0, max_value=99,
+                                  widget=forms.NumberInput(attrs={"placeholder": "queue default"}),
                                   help_text="0–99, higher first. Empty: the queue's default.")
     concurrency = forms.IntegerField(required=False, min_value=1, max_value=MAX_CONCURRENCY,
+                                     widget=forms.NumberInput(attrs={"placeholder": "queue default"}),
                                      help_text="Items of this request in flight at once. Empty: queue default.")
     delay_seconds = forms.FloatField(required=False, min_value=0, max_value=10 * 365 * 86400,
-                                     label="Delay (seconds)")
+                                     label="Delay (seconds)", widget=forms.NumberInput(attrs={"placeholder": "0",
+                                                                                              "step": "any"}))
     start_at = forms.DateTimeField(required=False, label="…or start at (UTC)",
                                    widget=forms.DateTimeInput(attrs={"type": "datetime-local"},
                                                               format="%Y-%m-%dT%H:%M"),

@@ -30,7 +30,7 @@ from core.engine.keys import GROUP
 THROUGHPUT_MINUTES = 15
 META_FIELDS = ("total", "done", "failed", "expired", "priority", "state", "discarded", "processor")
 LIVE_STATES = ("scheduled", "queued", "running")
-STUCK_GRACE_MS = 1000  # a lease this far past its deadline with nobody on it is stuck
+STUCK_GRACE_MS = 250  # a lease this far past its deadline with nobody on it is stuck
 
 
 def now_ms() -> int:
@@ -108,7 +108,18 @@ class Page:
 
 
 def queue_names() -> list[str]:
-    return client().queues()
+    """Queues Redis knows, after pushing any configured only in the database
+    (a fresh install before any worker ran); one indexed query."""
+    from core.models import Queue
+
+    names = client().queues()
+    known = set(names)
+    missing = [q for q in Queue.objects.exclude(name__in=names)] if names else list(Queue.objects.all())
+    for q in missing:
+        if q.name not in known:
+            client().define_queue(q.name, q.to_config())
+            names.append(q.name)
+    return sorted(names)
 
 
 def _bulk_meta(index_key: str, request_key) -> list[tuple[str, dict]]:
@@ -520,7 +531,8 @@ def dead_letters(queue: str | None = None, request: str | None = None, limit: in
         dz, (processor, state) = answers[2 * i], answers[2 * i + 1]
         for eid, at in dz:
             pairs.append((rid, eid, at, processor or "", state or ""))
-    pairs.sort(key=lambda x: -x[2])
+    pairs.sort(key=lambda x: x[1])  # entry order within a request (= item order)
+    pairs.sort(key=lambda x: x[0], reverse=True)  # newest request first (ids sort by creation time)
     pairs = pairs[:limit]
     pipe = r.pipeline(transaction=False)
     for rid, eid, *_ in pairs:

@@ -134,7 +134,7 @@ def test_overview_shows_depth_by_priority_in_flight_and_workers(staff, eng):
     submit(eng, ["y"] * 3, priority=10)
     submit(eng, ["z"] * 2, delay=3600)
     body = staff.get(reverse("overview")).content.decode()
-    assert "priority 80: 5 waiting" in body and "priority 10: 3 waiting" in body
+    assert "p80: 5" in body and "p10: 3" in body
     ctx = staff.get(reverse("overview")).context
     q = next(q for q in ctx["ov"]["queues"] if q["name"] == "default")
     assert q["depth"] == 8 and q["scheduled"] == 2 and q["depth_by_priority"] == [(80, 5), (10, 3)]
@@ -332,47 +332,61 @@ def test_cancel_priority_concurrency_and_retry_actions(staff, eng):
 # -- in flight -------------------------------------------------------------------------------------
 
 
-def take_without_ack(eng, queue, wid, lease_ms):
-    """Play a worker that takes an item and never acknowledges it."""
-    qk = eng.keys.queue(queue)
-    token, _ = eng.scripts("claim", [qk.tokens, qk.reqs, qk.held, qk.leases, qk.wake, qk.config, qk.lastserved],
-                           [wid, lease_ms])
-    rid = token.rpartition("#")[0]
-    got = eng.scripts("take", eng.keys.request(rid).all(), [wid, lease_ms, 3, 60000, eng.channel])
-    return rid, got[1]
+def take_without_ack(eng, queue, wid):
+    """Play a worker that takes one item (under the queue's lease) and never
+    acknowledges it: a stalled or killed worker."""
+    from core.engine.processors import Processors
+    from core.engine.worker import Worker
+
+    w = Worker(eng, [queue], Processors({}), install_signals=False)
+    w.id = wid
+    items = w._next_batch()
+    assert items, "nothing to take"
+    return items[0].rid, items[0].entry
+
+
+def register_worker(eng, wid, beat_ms, queues="default"):
+    eng.redis.zadd(eng.keys.workers, {wid: beat_ms})
+    eng.redis.hset(eng.keys.worker(wid), mapping={"host": "elsewhere", "pid": 1, "heartbeat": int(beat_ms),
+                                                  "started": int(beat_ms), "queues": queues, "current": "[]"})
 
 
 def test_inflight_lists_items_marks_stuck_ones_and_requeues(staff, eng):
-    rid = submit(eng, ["slow", "b"], concurrency=2)
-    eng.redis.zadd(eng.keys.workers, {"ghost:1:aa": time.time() * 1000})
-    eng.redis.hset(eng.keys.worker("ghost:1:aa"), mapping={"host": "elsewhere", "pid": 1, "heartbeat": int(
-        time.time() * 1000), "queues": "default", "current": "[]"})
-    _, ok_entry = take_without_ack(eng, "default", "ghost:1:aa", 600_000)
-    _, stuck_entry = take_without_ack(eng, "default", "ghost:1:aa", 1)
-    time.sleep(1.1)
+    ok_rid = submit(eng, ["slow"])
+    stuck_rid = submit(eng, ["stalled"], queue="fast")  # 1 s lease
+    register_worker(eng, "ghost:1:aa", time.time() * 1000, "default,fast")
+    _, ok_entry = take_without_ack(eng, "default", "ghost:1:aa")
+    _, stuck_entry = take_without_ack(eng, "fast", "ghost:1:aa")
+    eng.redis.zadd(eng.keys.workers, {"ghost:1:aa": time.time() * 1000 + 2000})  # still beating
+    eng.redis.hset(eng.keys.worker("ghost:1:aa"), "heartbeat", int(time.time() * 1000 + 2000))
+    time.sleep(1.4)
     page = staff.get(reverse("inflight"))
     rows = {r["entry"]: r for r in page.context["rows"]}
-    assert rows[stuck_entry]["stuck"] and rows[stuck_entry]["lease_expired"]
+    assert rows[stuck_entry]["stuck"] and rows[stuck_entry]["lease_expired"], rows[stuck_entry]
+    assert not rows[stuck_entry]["dead_worker"]
     assert not rows[ok_entry]["stuck"]
     assert page.context["stuck_count"] == 1
     assert [r["entry"] for r in staff.get(reverse("inflight"), {"stuck": "1"}).context["rows"]] == [stuck_entry]
+    assert [r["entry"] for r in staff.get(reverse("inflight"), {"queue": "default"}).context["rows"]] == [ok_entry]
     ask = staff.post(reverse("inflight_requeue"), {"scope": "stuck", "filter": ""})
     assert ask.context["count"] == 1
-    staff.post(reverse("inflight_requeue"), {"scope": "one", "ids": [f"{rid}:{ok_entry}"]})
-    assert eng.redis.zscore(eng.keys.request(rid).leases, ok_entry) <= time.time() * 1000
+    staff.post(reverse("inflight_requeue"), {"scope": "one", "ids": [f"{ok_rid}:{ok_entry}"]})
+    assert eng.redis.zscore(eng.keys.request(ok_rid).leases, ok_entry) <= time.time() * 1000
     bad = staff.post(reverse("inflight_requeue"), {"scope": "selected", "ids": ["junk", "x:y"]}, follow=True)
     assert "Nothing selected" in bad.content.decode()
+    assert stuck_rid
 
 
-def test_requeue_of_a_dead_workers_item_gives_its_token_back(staff, eng, settings):
+def test_requeue_of_a_dead_workers_item_gives_its_token_back(staff, eng):
     rid = submit(eng, ["a"], concurrency=1)
     wid = "gone:999999:ab"
-    eng.redis.zadd(eng.keys.workers, {wid: time.time() * 1000 - 3_600_000})
-    eng.redis.hset(eng.keys.worker(wid), mapping={"host": "x", "pid": 999999, "queues": "default",
-                                                  "heartbeat": int(time.time() * 1000 - 3_600_000)})
-    _, entry = take_without_ack(eng, "default", wid, 600_000)
+    register_worker(eng, wid, time.time() * 1000)
+    _, entry = take_without_ack(eng, "default", wid)
+    eng.redis.zadd(eng.keys.workers, {wid: time.time() * 1000 - 3_600_000})  # its heartbeat stopped long ago
+    eng.redis.hset(eng.keys.worker(wid), "heartbeat", int(time.time() * 1000 - 3_600_000))
     row = staff.get(reverse("inflight")).context["rows"][0]
     assert row["stuck"] and row["dead_worker"]
+    assert eng.redis.hlen(eng.keys.queue("default").held) == 1
     staff.post(reverse("inflight_requeue"), {"scope": "one", "ids": [f"{rid}:{entry}"]})
     assert eng.redis.hlen(eng.keys.queue("default").held) == 0  # the dead worker's token is back
     w = burst(eng)

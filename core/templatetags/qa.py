@@ -126,27 +126,33 @@ def short_worker(wid):
 
 @register.simple_tag
 def depth_chart(depth_by_priority, width=180, height=44):
-    """Bars of waiting items by priority (0-99 on the x axis, log height)."""
+    """Waiting items by priority: 20 bars of 5 levels each (0-4 on the left,
+    95-99 on the right), log-scaled height, exact counts in each bar's title."""
     import math
 
-    data = [(int(p), int(n)) for p, n in depth_by_priority or [] if n]
-    if not data:
-        return format_html('<svg class="chart empty" viewBox="0 0 {} {}" role="img" aria-label="nothing waiting">'
-                           '<line x1="0" y1="{}" x2="{}" y2="{}"/></svg>', width, height, height - 1, width,
-                           height - 1)
-    top = max(math.log10(n + 1) for _, n in data)
-    bw = max(2.0, width / 100)
-    bars = []
-    for p, n in data:
-        h = max(2.0, (height - 4) * math.log10(n + 1) / top)
-        x = (p / 99) * (width - bw)
-        bars.append((f"{x:.1f}", f"{height - h:.1f}", f"{bw:.1f}", f"{h:.1f}", p, f"{n:,}"))
-    rects = format_html_join("", '<rect x="{}" y="{}" width="{}" height="{}"><title>priority {}: {} waiting</title>'
-                                 '</rect>', bars)
-    label = ", ".join(f"p{p}: {n:,}" for p, n in data[:6])
+    buckets = [0] * 20
+    detail = [[] for _ in range(20)]
+    for p, n in depth_by_priority or []:
+        p, n = int(p), int(n)
+        if n:
+            b = min(19, max(0, p // 5))
+            buckets[b] += n
+            detail[b].append(f"p{p}: {n:,}")
+    top = max([math.log10(n + 1) for n in buckets if n] or [1])
+    slot = width / 20
+    parts = []
+    for b, n in enumerate(buckets):
+        x = f"{b * slot + 1:.1f}"
+        w = f"{slot - 2:.1f}"
+        parts.append(format_html('<rect class="track" x="{}" y="0" width="{}" height="{}"/>', x, w, height))
+        if n:
+            h = max(3.0, height * math.log10(n + 1) / top)
+            parts.append(format_html('<rect x="{}" y="{}" width="{}" height="{}"><title>priority {}–{}: {} waiting ({})'
+                                     '</title></rect>', x, f"{height - h:.1f}", w, f"{h:.1f}", b * 5, b * 5 + 4,
+                                     f"{n:,}", ", ".join(detail[b])))
+    label = "; ".join(d for ds in detail for d in ds) or "nothing waiting"
     return format_html('<svg class="chart" viewBox="0 0 {} {}" preserveAspectRatio="none" role="img" '
-                       'aria-label="waiting by priority: {}"><line x1="0" y1="{}" x2="{}" y2="{}"/>{}</svg>',
-                       width, height, label, height - 0.5, width, height - 0.5, rects)
+                       'aria-label="waiting by priority: {}">{}</svg>', width, height, label, mark_safe("".join(parts)))
 
 
 @register.simple_tag

@@ -26,7 +26,7 @@
   }
 
   function refreshPill() {
-    if (!document.querySelector(".live-socket")) { setPill("idle", "Static"); return; }
+    if (!document.querySelector(".live-socket")) { setPill("idle", "Nothing live"); return; }
     if (paused()) { setPill("paused", "Paused"); return; }
     if (held()) { setPill("held", "Held (rows selected)"); return; }
     var open = false;
