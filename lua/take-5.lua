@@ -1,8 +1,9 @@
 --[[
-  Give the worker holding one of this request's tokens its next item: first
-  an item whose lease ran out (redelivery, counted as an attempt; past max
-  attempts it is dead-lettered), else the oldest undelivered item. Items of
-  an expired request are marked expired instead of being handed out.
+  Give a worker holding N of this request's tokens up to N items, one per
+  token: first items whose lease ran out or whose retry time came (a
+  redelivery, counted as an attempt; past max attempts it is dead-lettered),
+  then the oldest undelivered items. Items of an expired request are marked
+  expired instead of being handed out.
 
   Input:
     KEYS[1..5] meta, items, leases, results, dead of the request
@@ -11,66 +12,80 @@
     ARGV[3] max attempts
     ARGV[4] retention in ms (for keys of a request that closes now)
     ARGV[5] pub/sub channel for events ("" for none)
+    ARGV[6] N, the number of tokens held
 
   Output:
-    {1, entry id, index, payload, attempt, processor}  an item to run
-    {2, wake time}    nothing to run before then (items in flight or waiting to retry)
-    {3}               nothing to run until items are added (not finalized)
-    {4}               the request is finished: drop the token
-    -1                no such request
+    {kind, wake time, processor, id1, index1, payload1, attempt1, id2, ...}
+    with up to N items; kind says what to do with the tokens left without one:
+      0  none left over
+      2  park them until the wake time (items in flight elsewhere or waiting to retry)
+      3  park them until items are added (streamed request, not finalized)
+      4  drop them: the request is finished
+    -1  no such request
 ]]
 --@include _common.lua
 --@include _request.lua
 local worker, lease, max_attempts = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local retention, channel = tonumber(ARGV[4]), ARGV[5]
+local retention, channel, want = tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
 local meta = KEYS[1]
 local state = redis.call('HGET', meta, 'state')
 if not state then return -1 end -- NOT_FOUND
-if TERMINAL[state] then return {4} end
+if TERMINAL[state] then return {4, 0, ''} end
 local now = now_ms()
+local processor = redis.call('HGET', meta, 'processor')
+local out = {0, 0, processor}
 
-local function started(id)
-  redis.call('ZADD', KEYS[3], now + lease, id)
-  if state ~= 'running' then
-    redis.call('HSET', meta, 'state', 'running')
-    if not redis.call('HGET', meta, 'started_at') then redis.call('HSET', meta, 'started_at', now) end
-  end
-end
-
-local function close_item(id, idx, status, record, counter)
+local function close_item(id, idx, record, counter)
   redis.call('XACK', KEYS[2], 'g', id)
   redis.call('ZREM', KEYS[3], id)
   redis.call('HSET', KEYS[4], idx, record)
   redis.call('HINCRBY', meta, counter, 1)
 end
 
+-- What to do with tokens that got no item.
+local function leftover()
+  local first = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+  if #first == 2 then return 2, math.max(tonumber(first[2]), now + 1) end
+  if redis.call('HGET', meta, 'finalized') ~= '1' then return 3, 0 end
+  finish_if_done(now, retention, channel)
+  return 4, 0
+end
+
 -- Expired request: everything not yet run is marked expired, a batch per call.
 local expires_at = tonumber(redis.call('HGET', meta, 'expires_at'))
 if expires_at and now >= expires_at then
   local expired_record = cjson.encode({status = 'expired'})
-  local due = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 1000)
-  for _, id in ipairs(due) do
+  local n = 0
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 1000)) do
     local e = redis.call('XRANGE', KEYS[2], id, id)
-    if #e == 1 then close_item(id, entry_fields(e[1][2]), 'expired', expired_record, 'expired') end
+    if #e == 1 then close_item(id, entry_fields(e[1][2]), expired_record, 'expired'); n = n + 1 end
   end
   local fresh = redis.call('XREADGROUP', 'GROUP', 'g', worker, 'COUNT', 1000, 'STREAMS', KEYS[2], '>')
   if fresh then
-    for _, e in ipairs(fresh[1][2]) do close_item(e[1], entry_fields(e[2]), 'expired', expired_record, 'expired') end
+    for _, e in ipairs(fresh[1][2]) do close_item(e[1], entry_fields(e[2]), expired_record, 'expired'); n = n + 1 end
   end
-  if finish_if_done(now, retention, channel) then return {4} end
-  local first = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
-  if #first == 2 then return {2, math.max(tonumber(first[2]), now + 1)} end
-  if #due + (fresh and #fresh[1][2] or 0) > 0 then return {2, now} end
-  return {3}
+  if finish_if_done(now, retention, channel) then return {4, 0, processor} end
+  if n > 0 then return {2, now, processor} end -- more to expire: come back at once
+  local kind, wake_at = leftover()
+  return {kind, wake_at, processor}
 end
 
+local function hand_out(id, idx, payload, attempt)
+  redis.call('ZADD', KEYS[3], now + lease, id)
+  out[#out + 1] = id
+  out[#out + 1] = idx
+  out[#out + 1] = payload
+  out[#out + 1] = attempt
+end
+
+local given = 0
 -- Redelivery of items whose lease ran out (or whose retry time came).
-for _ = 1, 100 do
+for _ = 1, want + 100 do
+  if given >= want then break end
   local due = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 1)
   if #due == 0 then break end
   local id = due[1]
-  local claimed = redis.call('XCLAIM', KEYS[2], 'g', worker, 0, id)
-  local e = claimed[1]
+  local e = redis.call('XCLAIM', KEYS[2], 'g', worker, 0, id)[1]
   if not e or not e[2] then
     redis.call('ZREM', KEYS[3], id) -- acknowledged or deleted meanwhile
   else
@@ -81,26 +96,35 @@ for _ = 1, 100 do
       rec.status = 'failed'
       rec.attempts = attempt - 1
       if not rec.error then rec.error = 'lease expired: the worker died or stalled on every attempt' end
-      close_item(id, idx, 'failed', cjson.encode(rec), 'failed')
+      close_item(id, idx, cjson.encode(rec), 'failed')
       redis.call('ZADD', KEYS[5], now, id)
-      if finish_if_done(now, retention, channel) then return {4} end
+      if finish_if_done(now, retention, channel) then
+        out[1] = 4
+        return out
+      end
     else
-      started(id)
-      return {1, id, idx, payload, attempt, redis.call('HGET', meta, 'processor')}
+      hand_out(id, idx, payload, attempt)
+      given = given + 1
     end
   end
 end
 
-local fresh = redis.call('XREADGROUP', 'GROUP', 'g', worker, 'COUNT', 1, 'STREAMS', KEYS[2], '>')
-if fresh and fresh[1][2][1] then
-  local e = fresh[1][2][1]
-  local idx, payload = entry_fields(e[2])
-  started(e[1])
-  return {1, e[1], idx, payload, 1, redis.call('HGET', meta, 'processor')}
+if given < want then
+  local fresh = redis.call('XREADGROUP', 'GROUP', 'g', worker, 'COUNT', want - given, 'STREAMS', KEYS[2], '>')
+  if fresh then
+    for _, e in ipairs(fresh[1][2]) do
+      local idx, payload = entry_fields(e[2])
+      hand_out(e[1], idx, payload, 1)
+      given = given + 1
+    end
+  end
 end
 
-local first = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
-if #first == 2 then return {2, math.max(tonumber(first[2]), now + 1)} end
-if redis.call('HGET', meta, 'finalized') ~= '1' then return {3} end
-finish_if_done(now, retention, channel)
-return {4}
+if given > 0 and state ~= 'running' then
+  redis.call('HSET', meta, 'state', 'running')
+  if not redis.call('HGET', meta, 'started_at') then redis.call('HSET', meta, 'started_at', now) end
+end
+if given < want then
+  out[1], out[2] = leftover()
+end
+return out

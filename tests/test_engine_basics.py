@@ -34,10 +34,10 @@ def test_scripts_never_build_key_names():
 
 def test_include_is_resolved_and_registry_checks_key_counts(r):
     s = scripts_mod.Scripts(r)
-    assert "claim" in s.names() and "_common" not in s.names()
-    assert "--@include" not in scripts_mod.resolve(LUA / "claim-7.lua")
+    assert "cycle" in s.names() and "_common" not in s.names()
+    assert "--@include" not in scripts_mod.resolve(LUA / "cycle-9.lua")
     with pytest.raises(TypeError):
-        s("claim", ["only-one-key"], [])
+        s("cycle", ["only-one-key"], [])
 
 
 def test_scripts_reload_after_script_flush(qc, r):
@@ -76,7 +76,7 @@ def test_every_script_call_stays_in_one_slot(qc, monkeypatch):
     qc.retry_dead(b.id)
     qc.finalize(s.id)
     burst(qc, ["default", "q2"])
-    for name in ("create", "add", "enqueue", "claim", "take", "ack", "release", "tick", "retire", "adjust",
+    for name in ("create", "add", "enqueue", "cycle", "take", "ack", "tick", "retire", "adjust",
                  "retry", "unpark"):
         assert name in seen, name
 

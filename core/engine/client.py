@@ -135,7 +135,7 @@ class QueueClient:
             last = start + CHUNK >= len(rest)
             self.scripts.pipe(pipe, "add", rk.all(), [1 if last else 0, 0, "", *rest[start:start + CHUNK]])
         self._enqueue(pipe, queue, rid, priority, concurrency, meta["dedup_key"], delay_ms)
-        answers = pipe.execute(raise_on_error=True)
+        answers = self.scripts.execute(pipe)
         for a in answers[:-1]:
             check("create", a)
         return self._enqueued(rid, answers[-1])
@@ -153,7 +153,7 @@ class QueueClient:
         pipe = self.redis.pipeline(transaction=False)
         self.scripts.pipe(pipe, "create", [rk.meta, rk.items], [encode(meta), delay_ms, expires_ms, 0])
         self._enqueue(pipe, queue, rid, priority, concurrency, meta["dedup_key"], delay_ms)
-        answers = pipe.execute()
+        answers = self.scripts.execute(pipe)
         check("create", answers[0])
         return self._enqueued(rid, answers[1])
 
@@ -310,7 +310,7 @@ class QueueClient:
         if reopened:
             pipe = self.redis.pipeline(transaction=False)
             self._enqueue(pipe, meta["queue"], rid, int(meta["priority"]), int(meta["concurrency"]), "", 0)
-            pipe.execute()
+            self.scripts.execute(pipe)
         elif n:
             self._unpark(meta["queue"], rid)
         return n

@@ -12,6 +12,10 @@ import enum
 import re
 from pathlib import Path
 
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
 LUA_DIR = Path(__file__).resolve().parents[2] / "lua"
 _NAME = re.compile(r"^(?P<name>[a-z_]+)-(?P<nkeys>\d+)\.lua$")
 _INCLUDE = re.compile(r"^--@include (?P<file>_[a-z_]+\.lua)$", re.M)
@@ -47,6 +51,15 @@ class Scripts:
             name = m["name"]
             self._scripts[name] = redis.register_script(resolve(path))
             self._nkeys[name] = int(m["nkeys"])
+        try:
+            self.load()
+        except (ConnectionError, TimeoutError, RedisConnectionError, RedisTimeoutError):
+            pass  # loaded on first use instead (NOSCRIPT fallback)
+
+    def load(self, names=None) -> None:
+        """SCRIPT LOAD the given scripts (all by default; on a cluster, on every node)."""
+        for name in names or self._scripts:
+            self.redis.script_load(self._scripts[name].script)
 
     def names(self) -> list[str]:
         return sorted(self._scripts)
@@ -60,10 +73,35 @@ class Scripts:
         return result
 
     def pipe(self, pipe, name: str, keys: list[str], args: list):
-        """Queue a script call on a pipeline; the caller checks the result."""
+        """Queue a script call (EVALSHA) on a pipeline run by `execute`; the
+        caller checks the result. Unlike redis-py's own pipelined scripts, this
+        costs no SCRIPT EXISTS round trip per pipeline."""
         if len(keys) != self._nkeys[name]:
             raise TypeError(f"{name} takes {self._nkeys[name]} keys, got {len(keys)}")
-        self._scripts[name](keys=keys, args=args, client=pipe)
+        pipe.evalsha(self._scripts[name].sha, len(keys), *keys, *args)
+        if not hasattr(pipe, "_qa_calls"):
+            pipe._qa_calls = {}
+        pipe._qa_calls[len(pipe.command_stack) - 1] = (name, keys, args)
+
+    def execute(self, pipe) -> list:
+        """Run a pipeline. Script calls that met NOSCRIPT (Redis restarted or
+        was flushed) are loaded and run again, in their order; any other error
+        is raised."""
+        calls = getattr(pipe, "_qa_calls", {})
+        results = pipe.execute(raise_on_error=False)
+        missing = [i for i, r in enumerate(results) if isinstance(r, NoScriptError) and i in calls]
+        if missing:
+            self.load({calls[i][0] for i in missing})
+            retry = self.redis.pipeline(transaction=False)
+            for i in missing:
+                name, keys, args = calls[i]
+                retry.evalsha(self._scripts[name].sha, len(keys), *keys, *args)
+            for i, result in zip(missing, retry.execute(raise_on_error=False)):
+                results[i] = result
+        for result in results:
+            if isinstance(result, Exception):
+                raise result
+        return results
 
 
 def resolve(path: Path) -> str:

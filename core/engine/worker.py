@@ -34,6 +34,8 @@ PARK_FOREVER_MS = 2**52  # parked until new items arrive (an explicit unpark)
 CONFIG_TTL = 2.0  # seconds a queue's settings are cached; admin changes apply this fast
 TICK_INTERVAL = 0.5  # seconds between upkeep passes (promote, reap, unpark)
 IDLE_WAIT = 1.0  # seconds an idle worker blocks on the wake list; short, to notice shutdown
+BATCH_WINDOW = 0.005  # seconds of work claimed per round trip (see batch_size)
+MAX_BATCH = 32
 
 
 class Abandon(BaseException):
@@ -84,6 +86,11 @@ class Worker:
         self._configs: dict[str, tuple[float, QueueConfig]] = {}
         self._next_tick = 0.0
         self._reconnect_delay = 0.0
+        # acknowledgements and token releases wait here for the next dispatch round trip
+        self._acks: dict[str, tuple[str, list]] = {}  # request id -> (queue, flat outcome fields)
+        self._releases: dict[str, list] = {q: [] for q in self.queues}  # queue -> token, mode, until
+        self._done: dict[str, list[int]] = {}  # queue -> [done, failed] since the last flush
+        self._avg: dict[str, float] = {}  # queue -> moving average of an item's run time (s)
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -95,14 +102,14 @@ class Worker:
             while not self._stop.is_set():
                 try:
                     self._upkeep()
-                    item = self._next_item()
-                    if item is None:
+                    batch = self._next_batch()
+                    if not batch:
                         if self.burst and self._drained():
                             reason = "burst: nothing left to do"
                             break
                         self._wait_for_work()
                         continue
-                    self._execute(item)
+                    self._run_batch(batch)
                     self._reconnect_delay = 0.0
                 except RETRYABLE as exc:
                     self._backoff(exc)
@@ -133,6 +140,13 @@ class Worker:
         log.info("worker %s serving %s", self.id, ",".join(self.queues))
 
     def _teardown(self) -> None:
+        while self._acks or any(self._releases.values()):
+            try:
+                self._flush()
+            except RETRYABLE as exc:
+                if self._signals > 1:
+                    break  # abandoned: leases bring the items back
+                self._backoff(exc)
         self.registry.stop_heartbeat()
         try:
             self.registry.unregister(self.id)
@@ -162,60 +176,98 @@ class Worker:
             self._configs[queue] = cached
         return cached[1]
 
-    def _next_item(self) -> Item | None:
-        """Claim tokens until one yields an item; None when no queue has work."""
+    def batch_size(self, queue: str) -> int:
+        """Tokens to claim at once: as many items as run in BATCH_WINDOW, so fast
+        handlers share round trips while slow ones take one token at a time."""
+        avg = self._avg.get(queue)
+        if avg is None:
+            return 1
+        return max(1, min(MAX_BATCH, int(BATCH_WINDOW / max(avg, 1e-6))))
+
+    def _next_batch(self) -> list[Item]:
+        """Claim tokens (queues in order) until some yield items; [] when idle."""
         for queue in self.queues:
-            for _ in range(50):
-                token = self._claim(queue)
-                if token is None:
+            for _ in range(20):
+                tokens = self._cycle(queue, self.batch_size(queue))
+                if not tokens:
                     break
-                item = self._take(queue, token)
-                if item is not None:
-                    return item
-        return None
+                items = self._take(queue, tokens)
+                if items:
+                    return items
+        return []
 
-    def _claim(self, queue: str) -> str | None:
-        qk = self.keys.queue(queue)
-        got = self.scripts("claim", [qk.tokens, qk.reqs, qk.held, qk.leases, qk.wake, qk.config, qk.lastserved],
-                           [self.id, self.config(queue).lease_ms])
-        return got[0] if got else None
+    def _cycle(self, queue: str, want: int) -> list[str]:
+        """One round trip: pending acknowledgements, every queue's token
+        releases, throughput counts, and a claim of up to `want` tokens."""
+        pipe = self.redis.pipeline(transaction=False)
+        acked = list(self._acks.items())
+        for rid, (q, fields) in acked:
+            cfg = self.config(q)
+            self.scripts.pipe(pipe, "ack", self.keys.request(rid).all(),
+                              [self.id, cfg.retention_ms, self.client.channel, *fields])
+        cycled = [q for q in self.queues if q == queue or self._releases[q]]
+        for q in cycled:
+            qk = self.keys.queue(q)
+            releases = self._releases[q]
+            self.scripts.pipe(pipe, "cycle", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked, qk.wake,
+                                              qk.config, qk.lastserved],
+                              [self.id, self.config(q).lease_ms, want if q == queue else 0, *releases])
+        minute = int(time.time() // 60)
+        for q, (done, failed) in self._done.items():
+            tp = self.keys.throughput(q, minute)
+            pipe.hincrby(tp, "done", done)
+            pipe.hincrby(tp, "failed", failed)
+            pipe.expire(tp, 3600)
+        answers = self.scripts.execute(pipe)
+        self._acks, self._done = {}, {}
+        for q in cycled:
+            self._releases[q] = []
+        for (rid, (q, _)), answer in zip(acked, answers):
+            if int(answer[0]) == 1:
+                self._finished(q, rid)
+        return answers[len(acked) + cycled.index(queue)] if queue in cycled else []
 
-    def _take(self, queue: str, token: str) -> Item | None:
-        rid = token.rpartition("#")[0]
+    def _flush(self) -> None:
+        self._cycle(self.queues[0], 0)
+
+    def _take(self, queue: str, tokens: list[str]) -> list[Item]:
+        """Take one item per token (one script call per request); tokens left
+        without an item are parked or dropped at the next round trip."""
         cfg = self.config(queue)
-        try:
-            got = self.scripts("take", self.keys.request(rid).all(),
-                               [self.id, cfg.lease_ms, cfg.max_attempts, cfg.retention_ms, self.client.channel])
-        except ScriptError as exc:
-            if exc.code is not Code.NOT_FOUND:
-                raise
-            got = [5]
-        kind = int(got[0])
-        if kind == 1:
-            return Item(queue, token, rid, got[1], int(got[2]), got[3], int(got[4]), got[5])
-        if kind == 2:  # in flight elsewhere or waiting to retry: come back then
-            self._release(queue, token, "park", int(got[1]))
-        elif kind == 3:  # streamed request waiting for items
-            self._release(queue, token, "park", PARK_FOREVER_MS)
-        elif kind == 4:  # finished
-            self._release(queue, token, "drop")
-            self._finished(queue, rid)
-        else:  # no such request: created a moment ago elsewhere, or long gone
-            self._release(queue, token, "park", int(time.time() * 1000) + 1000)
-            self._retire_if_stale(queue, rid)
-        return None
-
-    def _release(self, queue: str, token: str, mode: str, until: int = 0, pipe=None) -> None:
-        qk = self.keys.queue(queue)
-        keys = [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked, qk.wake]
-        if pipe is not None:
-            self.scripts.pipe(pipe, "release", keys, [token, self.id, mode, until])
-            return
-        try:
-            self.scripts("release", keys, [token, self.id, mode, until])
-        except ScriptError as exc:
-            if exc.code is not Code.NOT_HELD:
-                raise
+        by_rid: dict[str, list[str]] = {}
+        for token in tokens:
+            by_rid.setdefault(token.rpartition("#")[0], []).append(token)
+        pipe = self.redis.pipeline(transaction=False)
+        for rid, toks in by_rid.items():
+            self.scripts.pipe(pipe, "take", self.keys.request(rid).all(),
+                              [self.id, cfg.lease_ms, cfg.max_attempts, cfg.retention_ms, self.client.channel,
+                               len(toks)])
+        order = {t: i for i, t in enumerate(tokens)}
+        items, releases = [], self._releases[queue]
+        for (rid, toks), got in zip(by_rid.items(), self.scripts.execute(pipe)):
+            if isinstance(got, int):  # NOT_FOUND: created a moment ago elsewhere, or long gone
+                later = int(time.time() * 1000) + 1000
+                for t in toks:
+                    releases += [t, "park", later]
+                self._retire_if_stale(queue, rid)
+                continue
+            kind, wake_at, processor, rest = int(got[0]), int(got[1]), got[2], got[3:]
+            for n in range(0, len(rest), 4):
+                token = toks[n // 4]
+                items.append(Item(queue, token, rid, rest[n], int(rest[n + 1]), rest[n + 2], int(rest[n + 3]),
+                                  processor))
+            left = toks[len(rest) // 4:]
+            if kind == 4:
+                self._finished(queue, rid)
+            for t in left:
+                if kind == 2:  # in flight elsewhere or waiting to retry: come back then
+                    releases += [t, "park", wake_at]
+                elif kind == 3:  # streamed request waiting for items
+                    releases += [t, "park", PARK_FOREVER_MS]
+                else:
+                    releases += [t, "drop", 0]
+        items.sort(key=lambda item: order[item.token])  # claim order: priority, then round-robin
+        return items
 
     def _wait_for_work(self) -> None:
         wake_keys = [self.keys.queue(q).wake for q in self.queues]
@@ -223,35 +275,51 @@ class Worker:
         self.redis.blpop(wake_keys, timeout=timeout)
 
     def _drained(self) -> bool:
-        """Burst mode: no token waiting, held, or parked until a time (items in
-        flight or retrying), and no scheduled request due within a second.
+        """Burst mode: no token waiting or held, no scheduled request due within
+        a second, and no request with items in flight or waiting to retry.
         Streamed requests waiting for items do not count as work."""
         now_ms = time.time() * 1000
+        live = [q for q in self.queues if not self.config(q).paused]  # paused: nothing to do
         pipe = self.redis.pipeline(transaction=False)
-        for q in self.queues:
-            if self.config(q).paused:
-                continue  # a paused queue has nothing to do until resumed
+        for q in live:
             qk = self.keys.queue(q)
             pipe.zcard(qk.tokens)
             pipe.hlen(qk.held)
-            pipe.zcount(qk.parked, "-inf", PARK_FOREVER_MS - 1)
             pipe.zcount(qk.sched, "-inf", now_ms + 1000)
+            pipe.zrangebyscore(qk.parked, "-inf", PARK_FOREVER_MS - 1)
+        answers = pipe.execute()
+        parked_rids = set()
+        for n in range(0, len(answers), 4):
+            if any(answers[n:n + 3]):
+                return False
+            parked_rids.update(t.rpartition("#")[0] for t in answers[n + 3])
+        pipe = self.redis.pipeline(transaction=False)
+        for rid in parked_rids:
+            pipe.zcard(self.keys.request(rid).leases)
         return not any(pipe.execute())
 
     # -- running --------------------------------------------------------------
 
+    def _run_batch(self, items: list[Item]) -> None:
+        for n, item in enumerate(items):
+            if self._signals > 1:
+                self._abandon(items[n:])
+                return
+            self._execute(item)
+
     def _execute(self, item: Item) -> None:
-        self.current = item
-        item.started = time.time()
         fn = None
         try:
+            self.current = item
+            item.started = time.time()
             fn, takes_ctx = self.processors.get(item.processor)
             payload = json.loads(item.payload)
             result = fn(payload, ItemContext(self, item)) if takes_ctx else fn(payload)
             record = {"status": "done", "result": result}
             outcome = "done"
         except Abandon:
-            self._abandon(item)
+            self.current = None
+            self._abandon([item])
             return
         except Exception as exc:  # a handler's failure is data, not a crash
             record = {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
@@ -261,57 +329,46 @@ class Worker:
                 record["status"] = "retrying"
         finally:
             self.current = None
+        finished = time.time()
+        avg = self._avg.get(item.queue)
+        took = finished - item.started
+        self._avg[item.queue] = took if avg is None else 0.8 * avg + 0.2 * took
         record.update(attempts=item.attempt, worker=self.id, started_at=round(item.started, 6),
-                      finished_at=round(time.time(), 6))
+                      finished_at=round(finished, 6))
         try:
             text = encode(record)
         except (TypeError, ValueError) as exc:  # the result is not JSON
             text = encode({**record, "status": "failed", "result": None,
                            "error": f"result is not JSON-serialisable: {exc}"})
             outcome = "dead"
-        self._record(item, outcome, text)
+        self._queue_ack(item, outcome, text)
 
-    def _record(self, item: Item, outcome: str, record: str) -> None:
-        """Acknowledge and give the token back in one round trip; retried until
-        Redis answers so that a finished item is never run again needlessly."""
-        cfg = self.config(item.queue)
-        retry_ms = int(cfg.backoff(item.attempt) * 1000)
-        minute = int(time.time() // 60)
-        tp = self.keys.throughput(item.queue, minute)
-        delay = 0.1
-        while True:
-            try:
-                pipe = self.redis.pipeline(transaction=False)
-                self.scripts.pipe(pipe, "ack", self.keys.request(item.rid).all(),
-                                  [item.entry, item.index, self.id, outcome, record, retry_ms, cfg.retention_ms,
-                                   self.client.channel])
-                self._release(item.queue, item.token, "return", pipe=pipe)
-                pipe.hincrby(tp, "done" if outcome == "done" else "failed", 1)
-                pipe.expire(tp, 3600)
-                ack, _, _, _ = pipe.execute(raise_on_error=False)
-                break
-            except RETRYABLE as exc:
-                if self._signals > 1:
-                    return  # abandoned: the lease brings the item back
-                log.warning("worker %s: cannot record item (%s); retrying in %.1fs", self.id, exc, delay)
-                time.sleep(delay)
-                delay = min(5.0, delay * 2)
+    def _queue_ack(self, item: Item, outcome: str, record: str) -> None:
+        """The outcome goes to Redis with the next dispatch round trip, along
+        with the token's return."""
+        retry_ms = int(self.config(item.queue).backoff(item.attempt) * 1000) if outcome == "retry" else 0
+        self._acks.setdefault(item.rid, (item.queue, []))[1].extend(
+            [item.entry, item.index, outcome, record, retry_ms])
+        self._releases[item.queue] += [item.token, "return", 0]
+        counts = self._done.setdefault(item.queue, [0, 0])
+        counts[0 if outcome == "done" else 1] += 1
         if outcome == "done":
             self.processed += 1
         else:
             self.failed += 1
-        if isinstance(ack, list) and int(ack[0]) == 1:
-            self._finished(item.queue, item.rid)
 
-    def _abandon(self, item: Item) -> None:
-        """Second signal: make the item due again now and give the token back."""
-        rk = self.keys.request(item.rid)
+    def _abandon(self, items: list[Item]) -> None:
+        """Second signal: make held items due again now and give their tokens back."""
         try:
-            self.scripts("requeue", [rk.items, rk.leases], ["ids", item.entry])
-            self._release(item.queue, item.token, "return")
-            log.info("worker %s abandoned item %s/%s", self.id, item.rid, item.index)
+            pipe = self.redis.pipeline(transaction=False)
+            for item in items:
+                rk = self.keys.request(item.rid)
+                self.scripts.pipe(pipe, "requeue", [rk.items, rk.leases], ["ids", item.entry])
+                self._releases[item.queue] += [item.token, "return", 0]
+            self.scripts.execute(pipe)
+            log.info("worker %s abandoned %d held item(s)", self.id, len(items))
         except RETRYABLE:
-            pass  # its lease brings it back
+            pass  # their leases bring them back
 
     def extend_lease(self, item: Item, seconds: float) -> bool:
         ms = int(seconds * 1000)
@@ -359,7 +416,7 @@ class Worker:
             pipe = self.redis.pipeline(transaction=False)
             for rid in promoted:
                 self.scripts.pipe(pipe, "promoted", [self.keys.request(rid).meta], [])
-            pipe.execute()
+            self.scripts.execute(pipe)
         return promoted
 
     def recover(self, wid: str) -> int:

@@ -1,0 +1,81 @@
+--[[
+  One dispatch round trip of a worker: give back the tokens it is done with,
+  then claim up to N waiting tokens, all from the best priority band present
+  (so a lower band never runs before a higher one), oldest-returned first.
+  Taking a token and recording it as held under a lease is one atomic step,
+  so a worker that dies right after loses nothing.
+
+  Input:
+    KEYS[1] tokens      ZSET waiting tokens (score: priority band + order)
+    KEYS[2] seq         STRING token order counter
+    KEYS[3] reqs        HASH active requests
+    KEYS[4] held        HASH token -> worker
+    KEYS[5] leases      ZSET token -> lease deadline
+    KEYS[6] parked      ZSET token -> wake time
+    KEYS[7] wake        LIST wake markers (cleared when nothing is waiting)
+    KEYS[8] config      HASH queue settings (paused)
+    KEYS[9] lastserved  HASH request id -> last claim time (for aging)
+    ARGV[1] worker id
+    ARGV[2] lease in ms
+    ARGV[3] N, the most tokens to claim (0: only give back)
+    ARGV[4..] releases, in threes: token, mode (return | park | drop), park-until ms
+
+  Output:
+    the tokens claimed (possibly none). Released tokens this worker no longer
+    holds (its lease ran out and the token was recycled) are skipped; tokens of
+    finished requests or above a lowered limit are dropped.
+]]
+--@include _common.lua
+local worker, lease, want = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local woken = 0
+
+for i = 4, #ARGV, 3 do
+  local token, mode = ARGV[i], ARGV[i + 1]
+  if redis.call('HGET', KEYS[4], token) == worker then
+    redis.call('HDEL', KEYS[4], token)
+    redis.call('ZREM', KEYS[5], token)
+    local rid, k = parse_token(token)
+    local p, c = parse_req(redis.call('HGET', KEYS[3], rid))
+    if p and k <= c and mode ~= 'drop' then
+      if mode == 'park' then
+        redis.call('ZADD', KEYS[6], ARGV[i + 2], token)
+      else
+        redis.call('ZADD', KEYS[1], token_score(KEYS[2], p), token)
+        woken = woken + 1
+      end
+    end
+  end
+end
+
+local claimed = {}
+if want > 0 and redis.call('HGET', KEYS[8], 'paused') ~= '1' then
+  local now = now_ms()
+  local band = nil
+  for _ = 1, want + 100 do
+    if #claimed >= want then break end
+    local top = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+    if #top == 0 then break end
+    local b = math.floor(tonumber(top[2]) / BAND)
+    if band and b ~= band then break end -- only the best band in one claim
+    band = b
+    local token = top[1]
+    redis.call('ZREM', KEYS[1], token)
+    local rid, k = parse_token(token)
+    local p, c, _, s = parse_req(redis.call('HGET', KEYS[3], rid))
+    -- a token of a finished request, or above a lowered limit, is dropped
+    if p and k <= c and s == 'q' then
+      redis.call('HSET', KEYS[4], token, worker)
+      redis.call('ZADD', KEYS[5], now + lease, token)
+      redis.call('HSET', KEYS[9], rid, now)
+      claimed[#claimed + 1] = token
+    end
+  end
+end
+-- wake idle workers only for tokens that are still waiting
+local left = redis.call('ZCARD', KEYS[1])
+if left == 0 then
+  redis.call('DEL', KEYS[7])
+elseif woken > 0 then
+  wake(KEYS[7], math.min(woken, left))
+end
+return claimed
