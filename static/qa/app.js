@@ -21,14 +21,20 @@
     p.querySelector(".label").textContent = label;
   }
 
+  // Rows ticked for a bulk action, or a field being edited inside a live
+  // region, hold the live swaps (they would reset what the operator is doing).
+  function editing() {
+    var el = document.activeElement;
+    return !!(el && el.closest && el.closest(".live-socket") && el.matches("input:not([type=checkbox]), select, textarea"));
+  }
   function held() {
-    return document.querySelector("input[type=checkbox][data-row]:checked") !== null;
+    return editing() || document.querySelector("input[type=checkbox][data-row]:checked") !== null;
   }
 
   function refreshPill() {
     if (!document.querySelector(".live-socket")) { setPill("idle", "Nothing live"); return; }
     if (paused()) { setPill("paused", "Paused"); return; }
-    if (held()) { setPill("held", "Held (rows selected)"); return; }
+    if (held()) { setPill("held", editing() ? "Held (editing)" : "Held (rows selected)"); return; }
     var open = false;
     sockets.forEach(function (s) { if (s.open) open = true; });
     setPill(open ? "open" : "closed", open ? "Live" : "Connecting…");
@@ -108,5 +114,12 @@
   });
 
   document.addEventListener("htmx:afterSettle", updateCounts);
+  document.addEventListener("focusin", refreshPill);
+  document.addEventListener("focusout", function () {
+    setTimeout(function () {
+      refreshPill();
+      if (stale && !held() && !paused()) requestRefresh();
+    }, 0);
+  });
   document.addEventListener("DOMContentLoaded", function () { applyToggle(); updateCounts(); });
 })();

@@ -107,7 +107,11 @@ def test_raise_a_queued_requests_priority_and_see_it_served_first(page, worker_p
     page.goto(f"/requests/{bumped}/")
     page.fill("#prio-input", "90")
     page.click("form:has(#prio-input) button")
-    page.wait_for_selector(".msg-success:has-text('Priority set to 90')")
+    try:
+        page.wait_for_selector(".msg-success:has-text('Priority set to 90')", timeout=10_000)
+    except Exception:
+        shot(page, "debug-priority")
+        raise AssertionError(page.inner_text("main")[:2000])
     assert eng.status(bumped)["priority"] == 90
     page.goto("/queues/")
     page.click("tr[data-queue=prio] button:has-text('Resume')")
