@@ -23,21 +23,23 @@ local now = now_ms()
 local counted, done, failed = 0, 0, 0
 for i = 4, #ARGV, 5 do
   local id, idx, outcome = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local owner = pending_info(id)
-  -- skip: acknowledged already, or a retry/dead verdict on an item redelivered elsewhere
-  if owner and (owner == worker or outcome == 'done') then
+  if outcome == 'done' then
+    -- the first worker to acknowledge an item counts it (XACK says 0 after that)
+    if redis.call('XACK', KEYS[2], 'g', id) == 1 then
+      redis.call('HSET', KEYS[4], idx, ARGV[i + 3])
+      redis.call('ZREM', KEYS[3], id)
+      done = done + 1
+      counted = counted + 1
+    end
+  elseif pending_info(id) == worker then -- retry/dead only from the item's current holder
     redis.call('HSET', KEYS[4], idx, ARGV[i + 3])
     if outcome == 'retry' then
       redis.call('ZADD', KEYS[3], now + tonumber(ARGV[i + 4]), id)
     else
       redis.call('XACK', KEYS[2], 'g', id)
       redis.call('ZREM', KEYS[3], id)
-      if outcome == 'dead' then
-        redis.call('ZADD', KEYS[5], now, id)
-        failed = failed + 1
-      else
-        done = done + 1
-      end
+      redis.call('ZADD', KEYS[5], now, id)
+      failed = failed + 1
     end
     counted = counted + 1
   end

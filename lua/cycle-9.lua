@@ -18,7 +18,8 @@
     ARGV[1] worker id
     ARGV[2] lease in ms
     ARGV[3] N, the most tokens to claim (0: only give back)
-    ARGV[4..] releases, in threes: token, mode (return | park | drop), park-until ms
+    ARGV[4] "1" to record claim times in lastserved (aging is on)
+    ARGV[5..] releases, in threes: token, mode (return | park | drop), park-until ms
 
   Output:
     the tokens claimed (possibly none). Released tokens this worker no longer
@@ -26,25 +27,44 @@
     finished requests or above a lowered limit are dropped.
 ]]
 --@include _common.lua
-local worker, lease, want = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local worker, lease, want, aging = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1'
 local woken = 0
 
-for i = 4, #ARGV, 3 do
+-- a batch mostly holds tokens of a few requests: read each request once
+local cache = {}
+local function req(rid)
+  local r = cache[rid]
+  if not r then
+    local p, c, _, s = parse_req(redis.call('HGET', KEYS[3], rid))
+    r = {p = p, c = c, s = s}
+    cache[rid] = r
+  end
+  return r
+end
+
+local returned = {}
+for i = 5, #ARGV, 3 do
   local token, mode = ARGV[i], ARGV[i + 1]
   if redis.call('HGET', KEYS[4], token) == worker then
     redis.call('HDEL', KEYS[4], token)
     redis.call('ZREM', KEYS[5], token)
     local rid, k = parse_token(token)
-    local p, c = parse_req(redis.call('HGET', KEYS[3], rid))
-    if p and k <= c and mode ~= 'drop' then
+    local r = req(rid)
+    if r.p and k <= r.c and mode ~= 'drop' then
       if mode == 'park' then
         redis.call('ZADD', KEYS[6], ARGV[i + 2], token)
       else
-        redis.call('ZADD', KEYS[1], token_score(KEYS[2], p), token)
-        woken = woken + 1
+        returned[#returned + 1] = {token, r.p}
       end
     end
   end
+end
+if #returned > 0 then -- back to the tail of their band, in the order given
+  local seq = redis.call('INCRBY', KEYS[2], #returned) - #returned
+  for j, t in ipairs(returned) do
+    redis.call('ZADD', KEYS[1], fmt((99 - t[2]) * BAND + seq + j), t[1])
+  end
+  woken = #returned
 end
 
 local claimed = {}
@@ -61,12 +81,12 @@ if want > 0 and redis.call('HGET', KEYS[8], 'paused') ~= '1' then
     local token = top[1]
     redis.call('ZREM', KEYS[1], token)
     local rid, k = parse_token(token)
-    local p, c, _, s = parse_req(redis.call('HGET', KEYS[3], rid))
+    local r = req(rid)
     -- a token of a finished request, or above a lowered limit, is dropped
-    if p and k <= c and s == 'q' then
+    if r.p and k <= r.c and r.s == 'q' then
       redis.call('HSET', KEYS[4], token, worker)
       redis.call('ZADD', KEYS[5], now + lease, token)
-      redis.call('HSET', KEYS[9], rid, now)
+      if aging then redis.call('HSET', KEYS[9], rid, now) end
       claimed[#claimed + 1] = token
     end
   end

@@ -211,7 +211,8 @@ class Worker:
             releases = self._releases[q]
             self.scripts.pipe(pipe, "cycle", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked, qk.wake,
                                               qk.config, qk.lastserved],
-                              [self.id, self.config(q).lease_ms, want if q == queue else 0, *releases])
+                              [self.id, self.config(q).lease_ms, want if q == queue else 0,
+                               1 if self.aging_ms else 0, *releases])
         minute = int(time.time() // 60)
         for q, (done, failed) in self._done.items():
             tp = self.keys.throughput(q, minute)
@@ -315,31 +316,26 @@ class Worker:
             fn, takes_ctx = self.processors.get(item.processor)
             payload = json.loads(item.payload)
             result = fn(payload, ItemContext(self, item)) if takes_ctx else fn(payload)
-            record = {"status": "done", "result": result}
-            outcome = "done"
+            outcome, status, detail = "done", "done", {"result": result}
         except Abandon:
             self.current = None
             self._abandon([item])
             return
         except Exception as exc:  # a handler's failure is data, not a crash
-            record = {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
-                      "traceback": traceback.format_exc(limit=20)}
+            detail = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(limit=20)}
             outcome = "dead" if fn is None or item.attempt >= self.config(item.queue).max_attempts else "retry"
-            if outcome == "retry":
-                record["status"] = "retrying"
+            status = "retrying" if outcome == "retry" else "failed"
         finally:
             self.current = None
         finished = time.time()
-        avg = self._avg.get(item.queue)
         took = finished - item.started
+        avg = self._avg.get(item.queue)
         self._avg[item.queue] = took if avg is None else 0.8 * avg + 0.2 * took
-        record.update(attempts=item.attempt, worker=self.id, started_at=round(item.started, 6),
-                      finished_at=round(finished, 6))
         try:
-            text = encode(record)
+            text = _record(status, detail, item.attempt, self.id, item.started, finished)
         except (TypeError, ValueError) as exc:  # the result is not JSON
-            text = encode({**record, "status": "failed", "result": None,
-                           "error": f"result is not JSON-serialisable: {exc}"})
+            detail = {"result": None, "error": f"result is not JSON-serialisable: {exc}"}
+            text = _record("failed", detail, item.attempt, self.id, item.started, finished)
             outcome = "dead"
         self._queue_ack(item, outcome, text)
 
@@ -441,6 +437,13 @@ class Worker:
         current = [{"request": item.rid, "entry": item.entry, "index": item.index,
                     "started": item.started}] if item else []
         return {"current": json.dumps(current), "processed": self.processed, "failed": self.failed}
+
+
+def _record(status: str, detail: dict, attempts: int, worker: str, started: float, finished: float) -> str:
+    """An item's result record as JSON text (built directly: this runs per item)."""
+    body = encode(detail)[1:-1]
+    return (f'{{"status":"{status}",{body},"attempts":{attempts},"worker":{encode(worker)},'
+            f'"started_at":{started:.6f},"finished_at":{finished:.6f}}}')
 
 
 __all__ = ["Worker", "ItemContext", "Item", "redis"]
