@@ -18,6 +18,7 @@ from .keys import GROUP, Keys, QueueKeys, RequestKeys
 from .scripts import Code, Scripts, ScriptError, check
 
 CHUNK = 2000  # items per script call when creating a large request
+CONFIG_MAX_AGE = 2.0  # seconds a producer trusts its copy of a queue's defaults
 TERMINAL = ("completed", "failed", "cancelled", "expired")
 _COUNTERS = ("total", "done", "failed", "expired", "priority", "concurrency")
 _TIMES = ("created_at", "started_at", "finished_at", "not_before", "expires_at")
@@ -59,6 +60,7 @@ class QueueClient:
         self.scripts = Scripts(redis)
         self.processors = set(processors) if processors is not None else None
         self.channel = self.keys.events_all if channel is None else channel
+        self._configs: dict[str, tuple[float, QueueConfig]] = {}  # so a submission is one round trip
 
     # -- queues ---------------------------------------------------------------
 
@@ -82,11 +84,17 @@ class QueueClient:
     def queues(self) -> list[str]:
         return sorted(self.redis.smembers(self.keys.queues))
 
-    def queue_config(self, name: str) -> QueueConfig:
+    def queue_config(self, name: str, max_age: float = 0.0) -> QueueConfig:
+        """A queue's settings; `max_age` > 0 accepts a copy read that recently."""
+        cached = self._configs.get(name)
+        if cached and time.monotonic() - cached[0] <= max_age:
+            return cached[1]
         raw = self.redis.hgetall(self.keys.queue(name).config)
         if not raw:
             raise QueueError(f"unknown queue {name!r}")
-        return QueueConfig.from_redis(raw)
+        config = QueueConfig.from_redis(raw)
+        self._configs[name] = (time.monotonic(), config)
+        return config
 
     def set_paused(self, name: str, paused: bool) -> None:
         qk = self.keys.queue(name)
@@ -100,7 +108,7 @@ class QueueClient:
     # -- submission -----------------------------------------------------------
 
     def _validate(self, queue: str, processor: str, priority, concurrency) -> tuple[QueueConfig, int, int]:
-        config = self.queue_config(queue)
+        config = self.queue_config(queue, max_age=CONFIG_MAX_AGE)
         if self.processors is not None and processor not in self.processors:
             raise QueueError(f"unknown processor {processor!r} (known: {', '.join(sorted(self.processors))})")
         priority = config.priority if priority is None else priority
