@@ -24,15 +24,18 @@ local rid = ARGV[1]
 local p, c, m, s = parse_req(redis.call('HGET', KEYS[3], rid))
 if not p then return -1 end -- NOT_FOUND
 local np, nc = tonumber(ARGV[2]) or p, tonumber(ARGV[3]) or c
-local nm = math.max(m, nc)
-redis.call('HSET', KEYS[3], rid, req_value(np, nc, nm, s))
+-- tokens wanted: the new limit when it changes, else the ones the request has
+local want = m
+if tonumber(ARGV[3]) then want = nc end
+local nm = math.max(m, want)
+redis.call('HSET', KEYS[3], rid, req_value(np, nc, want, s))
 if s == 's' then return {p, c} end -- scheduled: tokens are made when it is promoted
 
 local added = 0
 for k = 1, nm do
   local token = rid .. '#' .. k
   local score = tonumber(redis.call('ZSCORE', KEYS[1], token))
-  if k > nc then
+  if k > want then
     redis.call('ZREM', KEYS[1], token)
     redis.call('ZREM', KEYS[5], token)
   elseif score then

@@ -15,6 +15,7 @@
     ARGV[3] concurrency limit (>= 1)
     ARGV[4] de-dup key ("" for none)
     ARGV[5] delay in ms (0 = now)
+    ARGV[6] tokens to make (<= concurrency; a request never needs more tokens than items)
 
   Output:
     {0, id}        queued
@@ -24,6 +25,7 @@
 ]]
 --@include _common.lua
 local rid, p, c, dkey, delay = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
+local m = math.min(c, tonumber(ARGV[6]))
 
 if redis.call('HEXISTS', KEYS[3], rid) == 1 then return {3, rid} end
 if dkey ~= '' then
@@ -35,14 +37,15 @@ end
 local now = now_ms()
 redis.call('ZADD', KEYS[7], now, rid)
 if delay > 0 then
-  redis.call('HSET', KEYS[3], rid, req_value(p, c, c, 's'))
+  redis.call('HSET', KEYS[3], rid, req_value(p, c, m, 's'))
   redis.call('ZADD', KEYS[6], now + delay, rid)
   return {1, rid}
 end
 
-redis.call('HSET', KEYS[3], rid, req_value(p, c, c, 'q'))
-for k = 1, c do
-  redis.call('ZADD', KEYS[1], token_score(KEYS[2], p), rid .. '#' .. k)
+redis.call('HSET', KEYS[3], rid, req_value(p, c, m, 'q'))
+local seq = redis.call('INCRBY', KEYS[2], m) - m
+for k = 1, m do
+  redis.call('ZADD', KEYS[1], fmt((99 - p) * BAND + seq + k), rid .. '#' .. k)
 end
-wake(KEYS[4], c)
+wake(KEYS[4], m)
 return {0, rid}

@@ -35,7 +35,7 @@ for _, rid in ipairs(promoted) do
   local p, c, m, s = parse_req(redis.call('HGET', KEYS[4], rid))
   if p and s == 's' then
     redis.call('HSET', KEYS[4], rid, req_value(p, c, m, 'q'))
-    for k = 1, c do requeue(rid .. '#' .. k, p) end
+    for k = 1, m do requeue(rid .. '#' .. k, p) end
   end
 end
 

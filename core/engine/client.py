@@ -142,7 +142,7 @@ class QueueClient:
         for start in range(0, len(rest), CHUNK):
             last = start + CHUNK >= len(rest)
             self.scripts.pipe(pipe, "add", rk.all(), [1 if last else 0, 0, "", *rest[start:start + CHUNK]])
-        self._enqueue(pipe, queue, rid, priority, concurrency, meta["dedup_key"], delay_ms)
+        self._enqueue(pipe, queue, rid, priority, concurrency, meta["dedup_key"], delay_ms, len(payloads))
         answers = self.scripts.execute(pipe)
         for a in answers[:-1]:
             check("create", a)
@@ -189,10 +189,11 @@ class QueueClient:
     def finalize(self, rid: str) -> int:
         return self.add(rid, [], finalize=True)
 
-    def _enqueue(self, pipe, queue, rid, priority, concurrency, dedup_key, delay_ms):
+    def _enqueue(self, pipe, queue, rid, priority, concurrency, dedup_key, delay_ms, items=None):
+        """Register with the queue; `items` (when known) caps the tokens made."""
         qk = self.keys.queue(queue)
         self.scripts.pipe(pipe, "enqueue", [qk.tokens, qk.seq, qk.reqs, qk.wake, qk.dedup, qk.sched, qk.index],
-                          [rid, priority, concurrency, dedup_key, delay_ms])
+                          [rid, priority, concurrency, dedup_key, delay_ms, concurrency if items is None else items])
 
     def _enqueued(self, rid: str, answer) -> Submission:
         code, other = int(answer[0]), answer[1]
@@ -317,7 +318,7 @@ class QueueClient:
             raise QueueError(_refusal(rid, exc.code)) from exc
         if reopened:
             pipe = self.redis.pipeline(transaction=False)
-            self._enqueue(pipe, meta["queue"], rid, int(meta["priority"]), int(meta["concurrency"]), "", 0)
+            self._enqueue(pipe, meta["queue"], rid, int(meta["priority"]), int(meta["concurrency"]), "", 0, n)
             self.scripts.execute(pipe)
         elif n:
             self._unpark(meta["queue"], rid)
