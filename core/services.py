@@ -13,7 +13,10 @@ from core.engine.connection import connect
 
 @functools.cache
 def redis_client():
-    return connect(settings.REDIS_URL)
+    """A `Redis`, or a `RedisCluster` for a `redis+cluster://` URL or REDIS_CLUSTER."""
+    conf = settings.QUEUEADMIN
+    return connect(settings.REDIS_URL, cluster=getattr(settings, "REDIS_CLUSTER", False),
+                   wait_replicas=(conf.get("WAIT_REPLICAS", 0), conf.get("WAIT_TIMEOUT_MS", 1000)))
 
 
 @functools.cache

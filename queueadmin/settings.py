@@ -96,6 +96,9 @@ LOGGING = {
 
 # The queue engine. Processors are dotted paths to callables `payload -> result`.
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6390/0")
+# A Redis Cluster: REDIS_URL=redis+cluster://host:port[,host:port...], or a
+# redis:// URL of one node with REDIS_CLUSTER=1 (see docs/KEYS.md).
+REDIS_CLUSTER = os.environ.get("REDIS_CLUSTER", "").lower() in ("1", "true", "yes")
 QUEUEADMIN = {
     "PREFIX": os.environ.get("QUEUEADMIN_PREFIX", "qa"),
     "PROCESSORS": {
@@ -110,6 +113,10 @@ QUEUEADMIN = {
     "AGING_SECONDS": float(os.environ["QUEUEADMIN_AGING_SECONDS"]) if os.environ.get("QUEUEADMIN_AGING_SECONDS") else None,
     "HEARTBEAT_SECONDS": float(os.environ.get("QUEUEADMIN_HEARTBEAT_SECONDS", "1")),
     "DEAD_AFTER_SECONDS": float(os.environ.get("QUEUEADMIN_DEAD_AFTER_SECONDS", "10")),
+    # Wait for this many replicas to have each write round trip (acks, submissions)
+    # before going on: WAIT n timeout. 0 = off (Redis replicates asynchronously).
+    "WAIT_REPLICAS": int(os.environ.get("QUEUEADMIN_WAIT_REPLICAS", "0")),
+    "WAIT_TIMEOUT_MS": int(os.environ.get("QUEUEADMIN_WAIT_TIMEOUT_MS", "1000")),
 }
 # More processors, as JSON {"name": "dotted.path"} (tests and deployments add their own).
 QUEUEADMIN["PROCESSORS"].update(json.loads(os.environ.get("QUEUEADMIN_EXTRA_PROCESSORS", "{}")))

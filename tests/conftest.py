@@ -25,18 +25,61 @@ def redis_server(tmp_path_factory):
     embedded.stop(server["proc"])
 
 
+# -- backends: one server, or a Redis Cluster ---------------------------------
+# Tests in these modules run twice, on a single server and on a local cluster
+# (3 masters + 3 replicas), through the `backend` parameter of `redis_url`.
+# QUEUEADMIN_TEST_BACKENDS=single (or cluster) runs one of them only.
+BOTH_BACKENDS = ("test_engine_", "test_cluster")
+
+
+def pytest_generate_tests(metafunc):
+    if "backend" not in metafunc.fixturenames:
+        return
+    if any(m.args and "backend" in str(m.args[0]) for m in metafunc.definition.iter_markers("parametrize")):
+        return  # the test chooses its backends itself
+    module = metafunc.module.__name__.rpartition(".")[2]
+    if module.startswith(BOTH_BACKENDS):
+        backends = [b for b in getattr(metafunc.module, "BACKENDS", ("single", "cluster"))
+                    if b in os.environ.get("QUEUEADMIN_TEST_BACKENDS", "single,cluster").split(",")]
+        metafunc.parametrize("backend", backends, indirect=True)
+
+
 @pytest.fixture
-def redis_url(redis_server, settings):
-    """A flushed server; Django settings and cached clients point at it."""
+def backend(request):
+    """"single" (the session's redis-server) or "cluster" (the session's cluster)."""
+    return getattr(request, "param", "single")
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory):
+    """A real cluster of six redis-server processes, started on first use."""
+    from tests.cluster_harness import LocalCluster
+
+    cluster = LocalCluster(tmp_path_factory.mktemp("cluster")).start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def redis_url(backend, request, settings):
+    """A flushed server (or cluster); Django settings and cached clients point at it."""
     from core import services
 
-    r = redis_lib.Redis.from_url(redis_server["url"])
-    r.flushall()
-    r.close()
-    settings.REDIS_URL = redis_server["url"]
-    os.environ["REDIS_URL"] = redis_server["url"]
+    if backend == "cluster":
+        cluster = request.getfixturevalue("redis_cluster")
+        cluster.wait_ok()
+        cluster.flushall()
+        url = cluster.url
+    else:
+        server = request.getfixturevalue("redis_server")
+        r = redis_lib.Redis.from_url(server["url"])
+        r.flushall()
+        r.close()
+        url = server["url"]
+    settings.REDIS_URL = url
+    os.environ["REDIS_URL"] = url
     services.reset()
-    yield redis_server["url"]
+    yield url
     services.reset()
 
 

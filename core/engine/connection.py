@@ -1,16 +1,59 @@
-"""Making Redis clients from a URL, the same way in every process."""
+"""Making Redis clients from a URL, the same way in every process.
+
+* ``redis://host:port/db`` (or ``rediss://``): one server, redis-py's ``Redis``.
+* ``redis+cluster://host:port[,host:port...]`` (or ``rediss+cluster://``), or
+  any ``redis://`` URL with ``cluster=True`` (the ``REDIS_CLUSTER`` setting):
+  a Redis Cluster, through :class:`Cluster`, redis-py's ``RedisCluster`` with
+  what the engine needs on top (see its docstring). Several startup nodes may
+  be listed, so a process started while one node is down still finds the
+  cluster.
+
+``wait_replicas=(n, timeout_ms)`` (the ``WAIT_REPLICAS`` setting) makes every
+round trip that writes end with ``WAIT n timeout`` on the connection that
+carried the writes, so that an acknowledged item or an accepted submission is
+on n replicas before the call returns (see docs/KEYS.md, "Failover").
+"""
 from __future__ import annotations
+
+import random
+import time
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import redis
 from redis.backoff import ExponentialBackoff
+from redis.client import Pipeline
+from redis.cluster import ClusterNode, ClusterPipeline, RedisCluster
+from redis.commands.cluster import READ_COMMANDS
+from redis.exceptions import (ClusterDownError, NoScriptError, ReadOnlyError, RedisClusterException,
+                              SlotNotCoveredError, TryAgainError)
 from redis.retry import Retry
 
-# Errors after which a call may simply be tried again on a fresh connection.
-RETRYABLE = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError)
+CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
 
-def connect(url: str, **kwargs) -> redis.Redis:
-    """A client that decodes replies as text and retries a dropped connection briefly."""
+class ClusterUnavailable(redis.ConnectionError):
+    """No cluster node answers, or the nodes do not agree on the slots yet (a
+    failover in progress): like a dropped connection, worth trying again."""
+
+
+# Errors after which a call may simply be tried again on a fresh connection
+# (on a cluster: also while a failover moves slots to a promoted replica).
+RETRYABLE = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, ClusterDownError, TryAgainError,
+             SlotNotCoveredError, ReadOnlyError)
+
+_TOPOLOGY_ERRORS = ("Redis Cluster cannot be connected", "startup_nodes could not agree",
+                    "All slots are not covered")
+
+
+def is_cluster_url(url: str) -> bool:
+    return urlsplit(url).scheme in CLUSTER_SCHEMES
+
+
+def connect(url: str, *, cluster: bool | None = None, wait_replicas: tuple[int, int] | None = None, **kwargs):
+    """A client that decodes replies as text and retries a dropped connection
+    briefly: a ``Cluster`` for a cluster URL (or ``cluster=True``), else a ``Redis``."""
+    if cluster or is_cluster_url(url):
+        return connect_cluster(url, wait_replicas=wait_replicas, **kwargs)
     options = dict(
         decode_responses=True,
         health_check_interval=15,
@@ -20,8 +63,268 @@ def connect(url: str, **kwargs) -> redis.Redis:
         retry_on_error=list(RETRYABLE),
     )
     options.update(kwargs)
+    if wait_replicas and wait_replicas[0] > 0:
+        client = WaitingRedis.from_url(url, **options)
+        client.wait_replicas = (int(wait_replicas[0]), int(wait_replicas[1]))
+        return client
     return redis.Redis.from_url(url, **options)
 
 
-def server_version(client: redis.Redis) -> tuple[int, ...]:
+def cluster_nodes(url: str) -> tuple[list[tuple[str, int]], dict]:
+    """The startup nodes and connection options of a cluster URL."""
+    parts = urlsplit(url)
+    scheme = CLUSTER_SCHEMES.get(parts.scheme, parts.scheme)
+    netloc = parts.netloc
+    options: dict = {}
+    if "@" in netloc:
+        auth, netloc = netloc.rsplit("@", 1)
+        user, _, password = auth.partition(":")
+        if user:
+            options["username"] = unquote(user)
+        if password:
+            options["password"] = unquote(password)
+    if parts.path.strip("/") not in ("", "0"):
+        raise ValueError("a Redis Cluster has only database 0")
+    nodes = []
+    for hostport in netloc.split(","):
+        host, _, port = hostport.strip().rpartition(":")
+        if not host:
+            host, port = hostport.strip(), "6379"
+        nodes.append((host.strip("[]") or "127.0.0.1", int(port or 6379)))
+    if scheme == "rediss":
+        options["ssl"] = True
+    for key, values in parse_qs(parts.query).items():
+        if key in ("socket_timeout", "socket_connect_timeout"):
+            options[key] = float(values[-1])
+    return nodes, options
+
+
+def connect_cluster(url: str, wait_replicas: tuple[int, int] | None = None, **kwargs) -> "Cluster":
+    nodes, options = cluster_nodes(url)
+    options = {
+        "decode_responses": True,
+        "socket_keepalive": True,
+        "socket_connect_timeout": 5,
+        "health_check_interval": 15,
+        # cluster-level retries (each one re-reads the slot map): a failover
+        # takes a couple of node timeouts; the worker loop backs off after these
+        "retry": Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=3),
+        **options,
+    }
+    kwargs.pop("retry_on_error", None)  # per-node retries are off in cluster mode
+    options.update(kwargs)
+    try:
+        client = Cluster(startup_nodes=[ClusterNode(h, p) for h, p in nodes], **options)
+    except RedisClusterException as exc:
+        raise ClusterUnavailable(str(exc)) from exc
+    if wait_replicas and wait_replicas[0] > 0:
+        client.wait_replicas = (int(wait_replicas[0]), int(wait_replicas[1]))
+    return client
+
+
+def server_version(client) -> tuple[int, ...]:
     return tuple(int(x) for x in client.info("server")["redis_version"].split(".")[:3])
+
+
+def supports_sharded_pubsub(client) -> bool:
+    """SPUBLISH/SSUBSCRIBE exist from Redis 7.0 (our embedded server is 6.2)."""
+    return server_version(client) >= (7, 0, 0)
+
+
+def _writes(args) -> bool:
+    name = str(args[0]).upper()
+    return name not in READ_COMMANDS and name not in ("WAIT", "PING", "XRANGE", "XPENDING", "ZRANGEBYSCORE",
+                                                      "ZMSCORE", "XLEN", "TYPE", "EXISTS", "HSCAN", "SSCAN")
+
+
+class Cluster(RedisCluster):
+    """``RedisCluster`` plus what the engine relies on:
+
+    * Lua scripts inside pipelines: redis-py blocks EVALSHA in a cluster
+      pipeline (it cannot handle NOSCRIPT there). :class:`ClusterBatch` allows
+      it, and re-sends only the calls a node refused with NOSCRIPT (a node that
+      restarted with an empty script cache) after loading their scripts: a
+      refused script did not run, so nothing runs twice.
+    * ``blpop`` over keys in several slots (a worker serving several queues
+      blocks on each queue's wake list): one BLPOP cannot span slots, so the
+      lists are checked in one pipelined round trip, then each is blocked on in
+      turn for a short slice until the timeout.
+    * Errors while the nodes disagree on the slot map (during a failover)
+      surface as :class:`ClusterUnavailable`, a ``ConnectionError``, which every
+      process already retries with a backoff.
+    * ``wait_replicas``: see the module docstring.
+    """
+
+    BLOCK_SLICE = 0.05  # seconds blocked on one of several wake lists before the next
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.wait_replicas = (0, 0)
+        self._script_texts: dict[str, str] = {}
+
+    def register_script(self, script):
+        s = super().register_script(script)
+        self._script_texts[s.sha] = script
+        return s
+
+    def load_scripts(self, shas) -> None:
+        """Load scripts (by sha, as registered) on every node, replicas too, so
+        that a replica promoted by a failover already has them."""
+        texts = [self._script_texts[sha] for sha in shas if sha in self._script_texts]
+        for node in self.get_nodes():
+            for text in texts:
+                try:
+                    self.execute_command("SCRIPT LOAD", text, target_nodes=node)
+                except RETRYABLE:
+                    break  # a node that is down; the call it refused is retried like any other
+
+    def execute_command(self, *args, **kwargs):
+        try:
+            return super().execute_command(*args, **kwargs)
+        except RedisClusterException as exc:
+            if str(exc).startswith(_TOPOLOGY_ERRORS):
+                raise ClusterUnavailable(str(exc)) from exc
+            raise
+
+    def evalsha(self, sha, numkeys, *keys_and_args):
+        if self.wait_replicas[0]:  # the WAIT must follow on the same connection
+            pipe = self.pipeline()
+            pipe.evalsha(sha, numkeys, *keys_and_args)
+            return pipe.execute()[0]
+        return super().evalsha(sha, numkeys, *keys_and_args)
+
+    def pipeline(self, transaction=None, shard_hint=None):
+        if transaction:  # WATCH/MULTI in one slot: redis-py's own transaction pipeline
+            return super().pipeline(transaction=transaction, shard_hint=shard_hint)
+        if shard_hint:
+            raise RedisClusterException("shard_hint is deprecated in cluster mode")
+        pipe = ClusterBatch(
+            nodes_manager=self.nodes_manager,
+            commands_parser=self.commands_parser,
+            startup_nodes=self.nodes_manager.startup_nodes,
+            result_callbacks=self.result_callbacks,
+            cluster_response_callbacks=self.cluster_response_callbacks,
+            read_from_replicas=self.read_from_replicas,
+            load_balancing_strategy=self.load_balancing_strategy,
+            reinitialize_steps=self.reinitialize_steps,
+            retry=self.retry,
+            lock=self._lock,
+            transaction=False,
+        )
+        pipe.owner = self
+        return pipe
+
+    def blpop(self, keys, timeout=0):
+        keys = [keys] if isinstance(keys, (str, bytes)) else list(keys)
+        if len({self.keyslot(k) for k in keys}) <= 1:
+            return super().blpop(keys, timeout=timeout)
+        pipe = self.pipeline()
+        for k in keys:
+            pipe.llen(k)
+        for k, n in zip(keys, pipe.execute()):
+            if n:
+                got = self.lpop(k)
+                if got is not None:
+                    return [k, got]
+        deadline = time.monotonic() + timeout if timeout else None
+        start = random.randrange(len(keys))
+        for i in range(start, start + 10**9):
+            left = deadline - time.monotonic() if deadline is not None else self.BLOCK_SLICE
+            if left <= 0:
+                return None
+            got = super().blpop([keys[i % len(keys)]], timeout=max(0.01, min(self.BLOCK_SLICE, left)))
+            if got is not None:
+                return got
+        return None
+
+
+class ClusterBatch(ClusterPipeline):
+    """A non-transactional cluster pipeline in which Lua scripts may be called
+    (see :class:`Cluster`); commands go to their slots' nodes in one round trip
+    per node."""
+
+    owner: Cluster
+
+    @property
+    def command_stack(self):  # redis-py's Pipeline name for the queued commands
+        strategy = self.__dict__.get("_execution_strategy")
+        return strategy.command_queue if strategy is not None else []
+
+    @command_stack.setter
+    def command_stack(self, value):
+        pass  # ClusterPipeline.__init__ assigns it; the strategy holds the queue
+
+    def evalsha(self, sha, numkeys, *keys_and_args):
+        return self.execute_command("EVALSHA", sha, numkeys, *keys_and_args)
+
+    def execute(self, raise_on_error: bool = True):
+        stack = list(self._execution_strategy.command_queue)
+        if not stack:
+            return []
+        n_wait, wait_ms = self.owner.wait_replicas
+        waits = 0
+        if n_wait:
+            written = {}
+            for c in stack:
+                if _writes(c.args):
+                    node = self._execution_strategy._determine_nodes(*c.args)[0]
+                    written[node.name] = node
+            for node in written.values():
+                self.execute_command("WAIT", n_wait, wait_ms, target_nodes=node)
+                waits += 1
+        try:
+            results = super().execute(raise_on_error=False)
+        except RedisClusterException as exc:
+            if str(exc).startswith(_TOPOLOGY_ERRORS):
+                raise ClusterUnavailable(str(exc)) from exc
+            raise
+        refused = [i for i, r in enumerate(results[:len(stack)]) if isinstance(r, NoScriptError)]
+        if refused:
+            self.owner.load_scripts({stack[i].args[1] for i in refused})
+            again = self.owner.pipeline()
+            for i in refused:
+                again.execute_command(*stack[i].args)
+            for i, r in zip(refused, again.execute(raise_on_error=False)):
+                results[i] = r
+        if waits:
+            acked = results[len(stack):]
+            self.replicas_acked = min((a for a in acked if isinstance(a, int)), default=0)
+            results = results[:len(stack)]
+        if raise_on_error:
+            for i, r in enumerate(results):
+                if isinstance(r, Exception):
+                    self.annotate_exception(r, i + 1, stack[i].args)
+                    raise r
+        return results
+
+
+class WaitingRedis(redis.Redis):
+    """A one-server client whose write round trips end with WAIT (see module docstring)."""
+
+    wait_replicas = (0, 0)
+
+    def pipeline(self, transaction=True, shard_hint=None):
+        if transaction:
+            return super().pipeline(transaction, shard_hint)
+        pipe = WaitingPipeline(self.connection_pool, self.response_callbacks, transaction, shard_hint)
+        pipe.wait_replicas = self.wait_replicas
+        return pipe
+
+    def evalsha(self, sha, numkeys, *keys_and_args):
+        pipe = self.pipeline(transaction=False)
+        pipe.evalsha(sha, numkeys, *keys_and_args)
+        return pipe.execute()[0]
+
+
+class WaitingPipeline(Pipeline):
+    wait_replicas = (0, 0)
+
+    def execute(self, raise_on_error: bool = True):
+        stack = self.command_stack
+        if not any(_writes(args) for args, _ in stack):
+            return super().execute(raise_on_error)
+        n = len(stack)
+        self.execute_command("WAIT", *self.wait_replicas)
+        results = super().execute(raise_on_error)
+        self.replicas_acked = results[n] if len(results) > n else 0
+        return results[:n]
