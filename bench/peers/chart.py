@@ -1,0 +1,74 @@
+"""Draw bench/peers.py's figures: python chart.py results.json out.png (peers venv: matplotlib)."""
+import json
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def main(src, dest):
+    d = json.load(open(src))
+    systems = [(k, v) for k, v in (d.get("systems") or {}).items() if "error" not in v]
+    curves = d.get("curves") or {}
+    fig, axes = plt.subplots(2, 4, figsize=(20, 9))
+    fig.suptitle(f"queueadmin benchmark — {d['meta']['machine']}, Redis {d['meta']['redis']}"
+                 f"{' (quick run)' if d['meta'].get('quick') else ''}", fontsize=12)
+    labels = [v["label"] for _, v in systems]
+    colors = ["#d62728" if k == "qa" else "#7f7f7f" for k, _ in systems]
+
+    def bars(ax, key, title, unit, scale=1.0, log=False):
+        vals = [(v.get(key) or 0) * scale for _, v in systems]
+        ax.bar(labels, vals, color=colors)
+        ax.set_title(title)
+        ax.set_ylabel(unit)
+        if log:
+            ax.set_yscale("log")
+        ax.tick_params(axis="x", rotation=45)
+        for i, v in enumerate(vals):
+            if v:
+                ax.annotate(f"{v:,.0f}" if v >= 10 else f"{v:.2g}", (i, v), ha="center", va="bottom", fontsize=7)
+
+    bars(axes[0][0], "drain", "drain, 2 worker processes (no-op)", "jobs/s")
+    bars(axes[0][1], "enqueue", "enqueue, single jobs, one producer", "jobs/s")
+    ax = axes[0][2]
+    x = range(len(systems))
+    ax.bar([i - 0.2 for i in x], [(v.get("p50") or 0) * 1000 for _, v in systems], 0.4, label="p50", color="#1f77b4")
+    ax.bar([i + 0.2 for i in x], [(v.get("p99") or 0) * 1000 for _, v in systems], 0.4, label="p99", color="#ff7f0e")
+    ax.set_xticks(list(x), labels, rotation=45)
+    ax.set_yscale("log")
+    ax.set_title(f"enqueue → start latency at {d['meta']['rate']:.0f} jobs/s")
+    ax.set_ylabel("ms (log)")
+    ax.legend()
+    bars(axes[0][3], "mem", "Redis memory per queued job", "bytes", log=True)
+
+    def curve(ax, kind, title, xlabel, logx=True):
+        pts = curves.get(kind) or []
+        if not pts:
+            ax.set_visible(False)
+            return
+        xs = [p["x"] for p in pts]
+        ys = [p["rate"] or 0 for p in pts]
+        ax.plot(xs, ys, "o-", color="#d62728")
+        for xv, yv in zip(xs, ys):
+            ax.annotate(f"{yv:,.0f}", (xv, yv), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
+        if logx:
+            ax.set_xscale("log")
+        ax.set_ylim(0, max(ys) * 1.25 if ys and max(ys) else 1)
+        ax.set_title(title)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("items/s")
+        ax.grid(alpha=0.3)
+
+    T = curves.get("T", 0)
+    curve(axes[1][0], "requests", f"queueadmin: drain with N requests queued (first {T:,} items)", "requests queued")
+    curve(axes[1][1], "levels", f"queueadmin: 100 requests over N priority levels ({T:,} items)", "priority levels")
+    curve(axes[1][2], "sizes", f"queueadmin: items per request ({T:,} items drained)", "items per request")
+    curve(axes[1][3], "processes", "queueadmin: worker processes (2 cores)", "worker processes", logx=False)
+    fig.tight_layout()
+    fig.savefig(dest, dpi=90)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
