@@ -80,3 +80,12 @@ def submit(queue: str, processor: str, items: list, user=None, **options):
         preview = "\n".join(i if isinstance(i, str) else json.dumps(i) for i in items[:2000])
         record(status, items_preview=preview, user=user)
     return sub
+
+
+def record_many(statuses: list[dict]) -> None:
+    """Record several summaries in one transaction (a worker's finished requests)."""
+    from django.db import transaction
+
+    with transaction.atomic():
+        for status in statuses:
+            record(status)

@@ -14,7 +14,7 @@
               result record (JSON text), retry delay in ms
 
   Output:
-    {closed now (1/0), state, items counted}
+    {closed now (1/0), state, items counted, de-dup key}
 ]]
 --@include _common.lua
 --@include _request.lua
@@ -48,4 +48,5 @@ if done > 0 then redis.call('HINCRBY', KEYS[1], 'done', done) end
 if failed > 0 then redis.call('HINCRBY', KEYS[1], 'failed', failed) end
 local closed = finish_if_done(now, tonumber(ARGV[2]), ARGV[3])
 if not closed and counted > 0 then publish_progress(KEYS[1], ARGV[3], now) end
-return {closed and 1 or 0, redis.call('HGET', KEYS[1], 'state'), counted}
+local v = redis.call('HMGET', KEYS[1], 'state', 'dedup_key')
+return {closed and 1 or 0, v[1] or '', counted, v[2] or ''}

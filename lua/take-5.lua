@@ -15,7 +15,7 @@
     ARGV[6] N, the number of tokens held
 
   Output:
-    {kind, wake time, processor, id1, index1, payload1, attempt1, id2, ...}
+    {kind, wake time, processor, de-dup key, id1, index1, payload1, attempt1, id2, ...}
     with up to N items; kind says what to do with the tokens left without one:
       0  none left over
       2  park them until the wake time (items in flight elsewhere or waiting to retry)
@@ -30,10 +30,11 @@ local retention, channel, want = tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
 local meta = KEYS[1]
 local state = redis.call('HGET', meta, 'state')
 if not state then return -1 end -- NOT_FOUND
-if TERMINAL[state] then return {4, 0, ''} end
+local info = redis.call('HMGET', meta, 'processor', 'dedup_key')
+local processor, dedup = info[1] or '', info[2] or ''
+if TERMINAL[state] then return {4, 0, processor, dedup} end
 local now = now_ms()
-local processor = redis.call('HGET', meta, 'processor')
-local out = {0, 0, processor}
+local out = {0, 0, processor, dedup}
 
 local function close_item(id, idx, record, counter)
   redis.call('XACK', KEYS[2], 'g', id)
@@ -64,10 +65,10 @@ if expires_at and now >= expires_at then
   if fresh then
     for _, e in ipairs(fresh[1][2]) do close_item(e[1], entry_fields(e[2]), expired_record, 'expired'); n = n + 1 end
   end
-  if finish_if_done(now, retention, channel) then return {4, 0, processor} end
-  if n > 0 then return {2, now, processor} end -- more to expire: come back at once
+  if finish_if_done(now, retention, channel) then return {4, 0, processor, dedup} end
+  if n > 0 then return {2, now, processor, dedup} end -- more to expire: come back at once
   local kind, wake_at = leftover()
-  return {kind, wake_at, processor}
+  return {kind, wake_at, processor, dedup}
 end
 
 local function hand_out(id, idx, payload, attempt)

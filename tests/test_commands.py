@@ -52,18 +52,18 @@ def take(rid: str) -> tuple[str, int, object]:
     """Claim a token and take one item as a worker would (via the Lua scripts)."""
     client = services.engine()
     qk, rk = client.keys.queue("default"), client.keys.request(rid)
-    client.scripts("claim", [qk.tokens, qk.reqs, qk.held, qk.leases, qk.wake, qk.config, qk.lastserved],
-                   ["test-worker", 60_000])
-    got = client.scripts("take", rk.all(), ["test-worker", 60_000, 3, 60_000, ""])
-    assert int(got[0]) == 1
-    return got[1], int(got[2]), json.loads(got[3])
+    client.scripts("cycle", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked, qk.wake, qk.config,
+                             qk.lastserved], ["test-worker", 60_000, 1, 0])
+    got = client.scripts("take", rk.all(), ["test-worker", 60_000, 3, 60_000, "", 1])
+    assert len(got) == 8, got  # header of four, then one item
+    return got[4], int(got[5]), json.loads(got[6])
 
 
 def ack(rid: str, entry: str, index: int, outcome: str, **record) -> None:
     record = {"attempts": 1, "worker": "test-worker", "started_at": time.time(), "finished_at": time.time(),
               **record}
     services.engine().scripts("ack", services.engine().keys.request(rid).all(),
-                              [entry, index, "test-worker", outcome, json.dumps(record), 0, 60_000, ""])
+                              ["test-worker", 60_000, "", entry, index, outcome, json.dumps(record), 0])
 
 
 def complete_out_of_order(rid: str, count: int) -> None:

@@ -70,10 +70,11 @@ class Worker:
     def __init__(self, client: QueueClient, queues: list[str], processors: Processors, *, name: str = "",
                  burst: bool = False, heartbeat: float = 1.0, dead_after: float = 10.0,
                  aging_seconds: float | None = None, on_finish: Callable[[dict], None] | None = None,
-                 install_signals: bool = True):
+                 on_finish_many: Callable[[list[dict]], None] | None = None, install_signals: bool = True):
         self.client, self.queues, self.processors = client, list(queues), processors
         self.redis, self.keys, self.scripts = client.redis, client.keys, client.scripts
         self.burst, self.on_finish, self.install_signals = burst, on_finish, install_signals
+        self.on_finish_many = on_finish_many
         self.host, self.pid = socket.gethostname(), os.getpid()
         self.id = f"{self.host}:{self.pid}:{os.urandom(2).hex()}"
         self.name = name or self.id
@@ -90,6 +91,7 @@ class Worker:
         self._acks: dict[str, tuple[str, list]] = {}  # request id -> (queue, flat outcome fields)
         self._releases: dict[str, list] = {q: [] for q in self.queues}  # queue -> token, mode, until
         self._done: dict[str, list[int]] = {}  # queue -> [done, failed] since the last flush
+        self._finishing: dict[str, tuple[str, str]] = {}  # finished request -> (queue, de-dup key), to retire
         self._avg: dict[str, float] = {}  # queue -> moving average of an item's run time (s)
 
     # -- lifecycle ------------------------------------------------------------
@@ -140,7 +142,7 @@ class Worker:
         log.info("worker %s serving %s", self.id, ",".join(self.queues))
 
     def _teardown(self) -> None:
-        while self._acks or any(self._releases.values()):
+        while self._acks or self._finishing or any(self._releases.values()):
             try:
                 self._flush()
             except RETRYABLE as exc:
@@ -194,12 +196,20 @@ class Worker:
                 items = self._take(queue, tokens)
                 if items:
                     return items
+        if self._finishing or any(self._releases.values()):
+            self._flush()  # retire what just finished before going idle
         return []
 
     def _cycle(self, queue: str, want: int) -> list[str]:
-        """One round trip: pending acknowledgements, every queue's token
-        releases, throughput counts, and a claim of up to `want` tokens."""
+        """One round trip: retire finished requests, pending acknowledgements,
+        every queue's token releases, throughput counts, and a claim of up to
+        `want` tokens."""
         pipe = self.redis.pipeline(transaction=False)
+        retiring = list(self._finishing.items())
+        for rid, (q, dedup) in retiring:
+            qk = self.keys.queue(q)
+            self.scripts.pipe(pipe, "retire", [qk.tokens, qk.reqs, qk.held, qk.leases, qk.parked, qk.dedup, qk.sched,
+                                               qk.index, qk.lastserved], [rid, dedup])
         acked = list(self._acks.items())
         for rid, (q, fields) in acked:
             cfg = self.config(q)
@@ -219,13 +229,15 @@ class Worker:
             pipe.hincrby(tp, "done", done)
             pipe.hincrby(tp, "failed", failed)
             pipe.expire(tp, 3600)
-        answers = self.scripts.execute(pipe)
-        self._acks, self._done = {}, {}
+        answers = self.scripts.execute(pipe)[len(retiring):]
+        self._acks, self._done, self._finishing = {}, {}, {}
         for q in cycled:
             self._releases[q] = []
         for (rid, (q, _)), answer in zip(acked, answers):
             if int(answer[0]) == 1:
-                self._finished(q, rid)
+                self._finished(q, rid, answer[3])
+        if retiring:
+            self._report([rid for rid, _ in retiring])
         return answers[len(acked) + cycled.index(queue)] if queue in cycled else []
 
     def _flush(self) -> None:
@@ -252,14 +264,14 @@ class Worker:
                     releases += [t, "park", later]
                 self._retire_if_stale(queue, rid)
                 continue
-            kind, wake_at, processor, rest = int(got[0]), int(got[1]), got[2], got[3:]
+            kind, wake_at, processor, dedup, rest = int(got[0]), int(got[1]), got[2], got[3], got[4:]
             for n in range(0, len(rest), 4):
                 token = toks[n // 4]
                 items.append(Item(queue, token, rid, rest[n], int(rest[n + 1]), rest[n + 2], int(rest[n + 3]),
                                   processor))
             left = toks[len(rest) // 4:]
             if kind == 4:
-                self._finished(queue, rid)
+                self._finished(queue, rid, dedup)
             for t in left:
                 if kind == 2:  # in flight elsewhere or waiting to retry: come back then
                     releases += [t, "park", wake_at]
@@ -376,16 +388,22 @@ class Worker:
         except ScriptError:
             return False
 
-    def _finished(self, queue: str, rid: str) -> None:
-        meta = self.redis.hgetall(self.keys.request(rid).meta)
-        self.client._retire(queue, rid, meta.get("dedup_key", ""))
-        if self.on_finish and meta:
-            status = self.client.status(rid)
-            if status:
-                try:
-                    self.on_finish(status)
-                except Exception:  # history is best effort; the queue must go on
-                    log.exception("worker %s: on_finish failed for %s", self.id, rid)
+    def _finished(self, queue: str, rid: str, dedup_key: str) -> None:
+        """A request closed: it is retired from its queue in the next round trip."""
+        self._finishing[rid] = (queue, dedup_key)
+
+    def _report(self, rids: list[str]) -> None:
+        """Hand the final status of retired requests to the history callbacks."""
+        if not (self.on_finish or self.on_finish_many):
+            return
+        statuses = [st for st in self.client.statuses(rids) if st]
+        try:
+            if self.on_finish_many:
+                self.on_finish_many(statuses)
+            for st in statuses if self.on_finish else ():
+                self.on_finish(st)
+        except Exception:  # history is best effort; the queue must go on
+            log.exception("worker %s: recording finished requests failed", self.id)
 
     def _retire_if_stale(self, queue: str, rid: str) -> None:
         created = self.redis.zscore(self.keys.queue(queue).index, rid)
