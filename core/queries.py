@@ -155,37 +155,67 @@ def _int(v) -> int:
         return 0
 
 
-def queue_overview(name: str, held_by_rid: dict[str, int], config: dict) -> dict:
-    k = keys()
+OVERVIEW_FIELDS = ("total", "done", "failed", "priority", "state", "discarded")
+
+
+def _queue_counters(index_key: str, request_key) -> list:
+    """Flat [total, done, failed, priority, state, discarded, ...] of every live request of
+    a queue: one SORT with GETs (no per-request round trips, no ids needed)."""
+    r = rdb()
+    sample = request_key("*")
+    try:
+        return r.sort(index_key, by="nosort", get=[f"{sample}->{f}" for f in OVERVIEW_FIELDS])
+    except redis_lib.ResponseError:  # Redis Cluster: no GET across slots
+        pipe = r.pipeline(transaction=False)
+        for rid in r.zrange(index_key, 0, -1):
+            pipe.hmget(request_key(rid), *OVERVIEW_FIELDS)
+        return [v for values in pipe.execute() for v in values]
+
+
+def queue_overview(name: str, held_tokens: list[str], config: dict) -> dict:
+    """Depth by priority = items not finished, minus one per held token (an
+    item in flight), by the request's priority. Dead letters of live requests
+    = their failed count minus the discarded ones."""
+    r, k = rdb(), keys()
     qk = k.queue(name)
-    rows = _bulk_meta(qk.index, lambda rid: k.request(rid).meta)
+    flat = _queue_counters(qk.index, lambda rid: k.request(rid).meta)
     by_priority: dict[int, int] = {}
-    in_flight = scheduled = dead = running = queued = sched_requests = 0
-    for rid, m in rows:
-        total, done, failed, expired = _int(m["total"]), _int(m["done"]), _int(m["failed"]), _int(m["expired"])
-        state = m["state"]
-        if state in TERMINAL:
+    scheduled = failed_live = running = queued = sched_requests = 0
+    terminal = set(TERMINAL)
+    for total, done, failed, prio, state, discarded in zip(flat[0::6], flat[1::6], flat[2::6], flat[3::6],
+                                                          flat[4::6], flat[5::6]):
+        if state is None or state in terminal:
             continue
-        dead += max(0, failed - _int(m["discarded"]))
         if state == "scheduled":
-            scheduled += total
+            scheduled += int(total or 0)
             sched_requests += 1
             continue
-        flying = held_by_rid.get(rid, 0)
-        in_flight += flying
-        waiting = max(0, total - done - failed - expired - flying)
-        if waiting:
-            p = _int(m["priority"])
-            by_priority[p] = by_priority.get(p, 0) + waiting
+        left = int(total or 0) - int(done or 0) - int(failed or 0)
+        if failed and failed != "0":
+            failed_live += int(failed) - int(discarded or 0)
+        if left > 0:
+            p = int(prio or 0)
+            by_priority[p] = by_priority.get(p, 0) + left
         if state == "running":
             running += 1
         else:
             queued += 1
+    in_flight = len(held_tokens)
+    if held_tokens:
+        rids = list({t.rpartition("#")[0] for t in held_tokens})
+        prio_of = dict(zip(rids, r.hmget(qk.reqs, rids)))
+        for t in held_tokens:
+            v = prio_of.get(t.rpartition("#")[0])
+            if v:
+                p = int(v.split("|")[0])
+                if by_priority.get(p):
+                    by_priority[p] -= 1
+    by_priority = {p: n for p, n in by_priority.items() if n > 0}
     return {
         "name": name,
         "paused": config.get("paused") in ("1", "True", "true"),
         "config": config,
-        "requests": len(rows) - sched_requests,
+        "requests": running + queued,
         "running_requests": running,
         "queued_requests": queued,
         "scheduled_requests": sched_requests,
@@ -193,7 +223,7 @@ def queue_overview(name: str, held_by_rid: dict[str, int], config: dict) -> dict
         "depth_by_priority": sorted(by_priority.items(), reverse=True),
         "in_flight": in_flight,
         "scheduled": scheduled,
-        "dead": dead,
+        "dead": failed_live,
     }
 
 
@@ -218,11 +248,7 @@ def overview() -> dict:
         config = next(answers)
         held_tokens = next(answers)  # "rid#k" tokens held by workers: one item in flight each
         tp = [next(answers) for _ in minutes]
-        held_by_rid: dict[str, int] = {}
-        for token in held_tokens:
-            rid = token.rpartition("#")[0]
-            held_by_rid[rid] = held_by_rid.get(rid, 0) + 1
-        q = queue_overview(name, held_by_rid, config)
+        q = queue_overview(name, held_tokens, config)
         q["throughput"] = [(_int(d), _int(f)) for d, f in tp]
         q["throughput_last"] = sum(d + f for d, f in q["throughput"][-5:])
         for i, (d, f) in enumerate(q["throughput"]):
@@ -581,29 +607,26 @@ def scheduled(queue: str | None = None) -> list[dict]:
 # -- workers ----------------------------------------------------------------------
 
 
-def workers() -> list[dict]:
-    """Registered workers, live and recently dead (flagged), newest first."""
+def workers(include_recovered: bool = False) -> list[dict]:
+    """Registered workers (live, and dead ones not yet recovered), newest
+    first. With include_recovered, also the dead workers another worker
+    already recovered: the engine drops them from the registry zset and keeps
+    their hash (flagged dead) for an hour, so they are found by SCAN; only
+    the workers page asks for that."""
     r, k = rdb(), keys()
     conf = settings.QUEUEADMIN
     now = now_ms()
     cutoff = now - int(conf["DEAD_AFTER_SECONDS"] * 1000)
     ids = r.zrange(k.workers, 0, -1)
-    # dead workers are removed from the zset by whoever recovers them; their
-    # hashes stay for an hour: find them too
+    if include_recovered:
+        seen = set(ids)
+        prefix = k.worker("")
+        ids += [key[len(prefix):] for key in r.scan_iter(match=k.worker("*"), count=5000)
+                if key[len(prefix):] not in seen]
     pipe = r.pipeline(transaction=False)
     for wid in ids:
         pipe.hgetall(k.worker(wid))
     infos = pipe.execute()
-    seen = set(ids)
-    extra = [key for key in r.scan_iter(match=k.worker("*"), count=1000)] if len(ids) < 1000 else []
-    extra_ids = [key[len(k.worker("")):] for key in extra]
-    extra_ids = [w for w in extra_ids if w not in seen]
-    if extra_ids:
-        pipe = r.pipeline(transaction=False)
-        for wid in extra_ids:
-            pipe.hgetall(k.worker(wid))
-        infos += pipe.execute()
-        ids = ids + extra_ids
     host = socket.gethostname()
     out = []
     for wid, info in zip(ids, infos):

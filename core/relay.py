@@ -7,6 +7,10 @@ watched topics an event touches (a request's page, the rows of a list, the
 overview...), and re-renders each touched topic once, whatever the number
 of sockets watching it, then `group_send`s the HTML to the topic's group.
 
+Only what changed is sent: a fragment may be made of parts (joined by
+`<!--qa-part-->`, each a top-level element swapped by its id), and a part
+identical to the one last sent to the group is left out.
+
 Coalescing: a topic is rendered at most once per `MIN_INTERVAL` (100 ms, so
 at most 10 updates a second per page), later if rendering it is slow (twice
 the last render time), and the render always reads the current state from
@@ -36,6 +40,7 @@ log = logging.getLogger("queueadmin.relay")
 MIN_INTERVAL = 0.1  # seconds between two renders of one topic (<= 10 updates/s)
 LINGER = 10.0  # seconds the relay stays up after its last subscriber left
 VARIANTS = ("act", "view")
+PART = "<!--qa-part-->"  # fragments made of several swappable parts mark the joins
 
 
 def group_name(topic: str, variant: str) -> str:
@@ -74,12 +79,14 @@ class Relay:
         self.idle_since: float | None = None
         self.connected = asyncio.Event()
         self.stats = Counter()
+        self.sent: dict[tuple[str, str], list[str]] = {}  # last parts sent to each group
 
     # -- subscribers ------------------------------------------------------------
 
     def subscribe(self, topic: str, variant: str) -> None:
         st = self.topics.setdefault(topic, TopicState(dirty=False, last=time.monotonic()))
         st.variants[variant] += 1
+        self.sent.pop((topic, variant), None)  # the next render goes out whole
         self.idle_since = None
         self.start()
 
@@ -92,6 +99,8 @@ class Relay:
             del st.variants[variant]
         if not st.variants:
             del self.topics[topic]
+            for v in VARIANTS:
+                self.sent.pop((topic, v), None)
         if not self.topics:
             self.idle_since = time.monotonic()
             self.wake.set()
@@ -219,8 +228,20 @@ class Relay:
             except Exception:
                 log.exception("relay: rendering %s failed", topic)
                 continue
-            if html:
-                await self.layer.group_send(group_name(topic, variant), {"type": "live.html", "html": html})
+            if not html:
+                continue
+            # Send only the parts that changed since the last send to this
+            # group (a new member got the whole state on connect, and resets
+            # this so that the next send is whole too).
+            parts = html.split(PART)
+            last = self.sent.get((topic, variant))
+            if last is not None and len(last) == len(parts):
+                changed = [p for p, old in zip(parts, last) if p != old]
+            else:
+                changed = parts
+            self.sent[(topic, variant)] = parts
+            if changed:
+                await self.layer.group_send(group_name(topic, variant), {"type": "live.html", "html": "".join(changed)})
                 self.stats["sent"] += 1
         st.last = time.monotonic()
         st.cost = st.last - started

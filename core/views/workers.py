@@ -12,7 +12,7 @@ from .common import act_required, page, staff_required
 
 
 def workers_context(params=None) -> dict:
-    rows = queries.workers()
+    rows = queries.workers(include_recovered=True)
     return {"rows": rows, "live_count": sum(1 for w in rows if w["live"]),
             "dead_count": sum(1 for w in rows if w["dead"]), "live_topic": "workers"}
 
