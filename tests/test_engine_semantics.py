@@ -266,3 +266,15 @@ def test_finished_request_keys_expire_after_retention(qc, r):
     burst(qc, ["short"])
     ttl = r.pttl(qc.keys.request(sub.id).meta)
     assert 0 < ttl <= 1000
+
+
+def test_items_waiting_in_a_batch_behind_a_slow_one_keep_their_lease(qc):
+    """Fast items are claimed in batches; one slow item must not let the
+    leases of the items queued behind it in the same batch run out."""
+    items = [0.0] * 40 + [1.6] + [0.0] * 40
+    sub = qc.submit("fast", "sleep", items, concurrency=8)
+    with Threads(qc, 2, ["fast"]):
+        pass
+    recs = list(qc.results(sub.id))
+    assert all(r["status"] == "done" for r in recs)
+    assert [r["index"] for r in recs if r["attempts"] > 1] in ([], [40])

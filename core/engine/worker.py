@@ -314,10 +314,16 @@ class Worker:
     # -- running --------------------------------------------------------------
 
     def _run_batch(self, items: list[Item]) -> None:
+        taken = time.monotonic()
         for n, item in enumerate(items):
             if self._signals > 1:
                 self._abandon(items[n:])
                 return
+            lease = self.config(item.queue).lease_seconds
+            if n and time.monotonic() - taken > lease / 2:
+                # an item ran long: renew the leases of those still waiting here
+                self._extend(items[n:], lease)
+                taken = time.monotonic()
             self._execute(item)
 
     def _execute(self, item: Item) -> None:
@@ -379,14 +385,18 @@ class Worker:
             pass  # their leases bring them back
 
     def extend_lease(self, item: Item, seconds: float) -> bool:
+        return self._extend([item], seconds)[0]
+
+    def _extend(self, items: list[Item], seconds: float) -> list[bool]:
+        """Push the leases of held items (and their tokens) `seconds` from now."""
         ms = int(seconds * 1000)
-        qk, rk = self.keys.queue(item.queue), self.keys.request(item.rid)
-        try:
-            self.scripts("extend_item", [rk.items, rk.leases], [item.entry, self.id, ms])
-            self.scripts("extend_token", [qk.held, qk.leases], [item.token, self.id, ms])
-            return True
-        except ScriptError:
-            return False
+        pipe = self.redis.pipeline(transaction=False)
+        for item in items:
+            qk, rk = self.keys.queue(item.queue), self.keys.request(item.rid)
+            self.scripts.pipe(pipe, "extend_item", [rk.items, rk.leases], [item.entry, self.id, ms])
+            self.scripts.pipe(pipe, "extend_token", [qk.held, qk.leases], [item.token, self.id, ms])
+        answers = self.scripts.execute(pipe)
+        return [a == 1 and b == 1 for a, b in zip(answers[::2], answers[1::2])]
 
     def _finished(self, queue: str, rid: str, dedup_key: str) -> None:
         """A request closed: it is retired from its queue in the next round trip."""
