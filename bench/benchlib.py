@@ -268,6 +268,20 @@ def machine_line() -> str:
     return f"{os.cpu_count()} cores ({model}), Python {platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M')}"
 
 
+def tree_line(root: Path) -> str:
+    """The measured tree's commit, and whether its engine files differ from it."""
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "core/engine", "lua"],
+                               capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return str(root)
+    if not head:
+        return str(root)
+    return f"{root} at {head}" + (" + uncommitted engine changes" if dirty else "")
+
+
 class Deadline:
     def __init__(self, seconds: float):
         self.end = time.monotonic() + seconds

@@ -177,11 +177,11 @@ async def ws_bench(port: int, cookie: str, rid: str, sockets: int, events: int, 
     stop = asyncio.Event()
 
     async def reader(i, c):
-        while not stop.is_set():
+        while True:
             try:
-                msg = await asyncio.wait_for(c.recv(), timeout=0.5)
-            except asyncio.TimeoutError:
-                continue
+                msg = await c.recv()
+            except (ConnectionError, asyncio.IncompleteReadError, OSError):
+                return
             now = time.perf_counter()
             m = pattern.search(msg)
             if not m:
@@ -204,7 +204,9 @@ async def ws_bench(port: int, cookie: str, rid: str, sockets: int, events: int, 
     while min(got_last) < events and time.perf_counter() < deadline:
         await asyncio.sleep(0.05)
     stop.set()
-    await asyncio.gather(*readers)
+    for t in readers:
+        t.cancel()
+    await asyncio.gather(*readers, return_exceptions=True)
     for c in clients:
         c.close()
     complete = sum(1 for g in got_last if g >= events)

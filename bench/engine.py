@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchlib import PROCS, ROOT, Deadline, RedisServer, Report, fmt, install_signal_cleanup, machine_line, table  # noqa: E402
+from benchlib import PROCS, ROOT, Deadline, RedisServer, Report, fmt, install_signal_cleanup, machine_line, table, tree_line  # noqa: E402
 from qa import QA, drain, latency, rate_from_records  # noqa: E402
 
 
@@ -61,11 +61,12 @@ def main(argv=None) -> int:
     rep(f"# {machine_line()}")
     server = RedisServer(appendonly=args.aof)
     rep(f"# redis-server {server.version} on 127.0.0.1:{server.port}, AOF {'on (everysec)' if args.aof else 'off'}, "
-        f"no RDB; workers: real `manage.py queue_worker --processes N` processes; measured tree: {args.root}")
+        f"no RDB; workers: real `manage.py queue_worker --processes N` processes")
+    rep(f"# measured: {tree_line(args.root)}")
     qa = QA(server.url, root=args.root)
     qa.migrate()
     rows, data = [], rep.data
-    data["meta"] = {"quick": q, "aof": args.aof, "redis": server.version, "root": str(args.root),
+    data["meta"] = {"quick": q, "aof": args.aof, "redis": server.version, "root": tree_line(args.root),
                     "machine": machine_line()}
 
     def row(name, value, unit, note=""):

@@ -46,13 +46,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchlib import (BENCH, OUT, PROCS, ROOT, Deadline, RedisServer, Report, fmt, install_signal_cleanup,  # noqa: E402
-                      machine_line, median, percentile, redis_binary, steady_rate, table)
+                      machine_line, median, percentile, redis_binary, steady_rate, table, tree_line)
 from qa import QA, drain  # noqa: E402
 
 PEERS = BENCH / "peers"
 STATE = BENCH / ".peers"
 VENV, VENV_ARQ, NODE_DIR = STATE / "venv", STATE / "venv-arq", STATE / "node"
 BULLMQ_VERSION = "6.7.0"
+IOREDIS_VERSION = "6.0.0"  # BullMQ 6 takes its Redis client as an optional peer dependency
 
 
 # -- installation ---------------------------------------------------------------
@@ -74,13 +75,15 @@ def _venv(path: Path, requirements: Path, log) -> Path:
 
 def _bullmq(log) -> Path:
     pkg = NODE_DIR / "node_modules" / "bullmq" / "package.json"
-    if not (pkg.exists() and json.loads(pkg.read_text()).get("version") == BULLMQ_VERSION):
+    io = NODE_DIR / "node_modules" / "ioredis" / "package.json"
+    if not (pkg.exists() and json.loads(pkg.read_text()).get("version") == BULLMQ_VERSION
+            and io.exists() and json.loads(io.read_text()).get("version") == IOREDIS_VERSION):
         if not shutil.which("npm"):
             raise RuntimeError("npm not found: BullMQ needs node and npm")
-        log(f"# npm install bullmq@{BULLMQ_VERSION} into {NODE_DIR.relative_to(ROOT)} ...")
+        log(f"# npm install bullmq@{BULLMQ_VERSION} ioredis@{IOREDIS_VERSION} into {NODE_DIR.relative_to(ROOT)} ...")
         NODE_DIR.mkdir(parents=True, exist_ok=True)
         subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(NODE_DIR),
-                        f"bullmq@{BULLMQ_VERSION}"], check=True)
+                        f"bullmq@{BULLMQ_VERSION}", f"ioredis@{IOREDIS_VERSION}"], check=True)
     return pkg.parent
 
 
@@ -388,7 +391,7 @@ def main(argv=None) -> int:
     n = 2_000 if q else 20_000
     mem_n = 10_000 if q else 100_000
     lat_n = 200 if q else 1_000
-    cap = 10.0 if q else 25.0  # seconds of draining per run at most
+    cap = 10.0 if q else 20.0  # seconds of draining per run at most
 
     name = "peers-quick" if q else "peers"
     rep = Report(name)
@@ -406,12 +409,13 @@ def main(argv=None) -> int:
     rep(f"# redis-server {server.version} on 127.0.0.1:{server.port} (AOF and RDB off); {n:,} jobs for enqueue and "
         f"drain (drain capped at {cap:.0f} s of work per run), latency {lat_n:,} jobs at {args.rate:.0f}/s, "
         f"memory {mem_n:,} jobs")
+    rep(f"# queueadmin measured: {tree_line(args.root)}")
     qa = QA(server.url, root=args.root, extra_processors={"bench": "benchrec.qa_job"}, pythonpath=[PEERS])
     qa.migrate()
     bench = Bench(args, rep, server, qa)
     data = rep.data
     data["meta"] = {"quick": q, "runs": runs, "n": n, "mem_n": mem_n, "lat_n": lat_n, "rate": args.rate,
-                    "redis": server.version, "machine": machine_line(), "root": str(args.root)}
+                    "redis": server.version, "machine": machine_line(), "root": tree_line(args.root)}
     wanted = [k.strip() for k in args.systems.split(",") if k.strip()]
     chosen = [s for s in systems(py, py_arq, sys.executable) if s.key in wanted]
     results: dict[str, dict] = {}

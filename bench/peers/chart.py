@@ -30,18 +30,18 @@ def main(src, dest):
             if v:
                 ax.annotate(f"{v:,.0f}" if v >= 10 else f"{v:.2g}", (i, v), ha="center", va="bottom", fontsize=7)
 
-    bars(axes[0][0], "drain", "drain, 2 worker processes (no-op)", "jobs/s")
-    bars(axes[0][1], "enqueue", "enqueue, single jobs, one producer", "jobs/s")
+    bars(axes[0][0], "drain", "drain, 2 worker processes\n(no-op job)", "jobs/s")
+    bars(axes[0][1], "enqueue", "enqueue, single jobs,\none producer", "jobs/s")
     ax = axes[0][2]
     x = range(len(systems))
     ax.bar([i - 0.2 for i in x], [(v.get("p50") or 0) * 1000 for _, v in systems], 0.4, label="p50", color="#1f77b4")
     ax.bar([i + 0.2 for i in x], [(v.get("p99") or 0) * 1000 for _, v in systems], 0.4, label="p99", color="#ff7f0e")
     ax.set_xticks(list(x), labels, rotation=45)
     ax.set_yscale("log")
-    ax.set_title(f"enqueue → start latency at {d['meta']['rate']:.0f} jobs/s")
+    ax.set_title(f"enqueue → start latency\nat {d['meta']['rate']:.0f} jobs/s, idle workers")
     ax.set_ylabel("ms (log)")
     ax.legend()
-    bars(axes[0][3], "mem", "Redis memory per queued job", "bytes", log=True)
+    bars(axes[0][3], "mem", "Redis memory per queued job\n(queueadmin: one-item requests)", "bytes", log=True)
 
     def curve(ax, kind, title, xlabel, logx=True):
         pts = curves.get(kind) or []
@@ -62,10 +62,10 @@ def main(src, dest):
         ax.grid(alpha=0.3)
 
     T = curves.get("T", 0)
-    curve(axes[1][0], "requests", f"queueadmin: drain with N requests queued (first {T:,} items)", "requests queued")
-    curve(axes[1][1], "levels", f"queueadmin: 100 requests over N priority levels ({T:,} items)", "priority levels")
-    curve(axes[1][2], "sizes", f"queueadmin: items per request ({T:,} items drained)", "items per request")
-    curve(axes[1][3], "processes", "queueadmin: worker processes (2 cores)", "worker processes", logx=False)
+    curve(axes[1][0], "requests", f"queueadmin: N requests queued\n(rate over the first {T:,} items)", "requests queued")
+    curve(axes[1][1], "levels", f"queueadmin: 100 requests over\nN priority levels ({T:,} items)", "priority levels")
+    curve(axes[1][2], "sizes", f"queueadmin: items per request\n({T:,} items drained)", "items per request")
+    curve(axes[1][3], "processes", "queueadmin: worker processes\n(one request, 2 cores)", "worker processes", logx=False)
     fig.tight_layout()
     fig.savefig(dest, dpi=90)
 
