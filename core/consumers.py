@@ -43,8 +43,12 @@ class LiveConsumer(AsyncWebsocketConsumer):
         self.group = group_name(topic, self.variant)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
-        get_relay().subscribe(self.topic, self.variant)
+        get_relay().subscribe(self.topic, self.variant, self)
         await self.send_state()
+
+    async def push(self, html: str):
+        """Called by the relay of this process with a fresh fragment."""
+        await self.send(text_data=html)
 
     async def send_state(self):
         html = await sync_to_async(render, thread_sensitive=False)(self.topic, self.variant)
@@ -60,10 +64,11 @@ class LiveConsumer(AsyncWebsocketConsumer):
             await self.send_state()
 
     async def live_html(self, event):
+        """A fragment sent to the group (by anything else than the relay)."""
         await self.send(text_data=event["html"])
 
     async def disconnect(self, code):
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
-            get_relay().unsubscribe(self.topic, self.variant)
+            get_relay().unsubscribe(self.topic, self.variant, self)
             self.group = ""

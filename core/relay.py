@@ -5,7 +5,7 @@ WebSocket that connects and stopped a while after the last one leaves. It
 subscribes to the engine's event channel (`qa:events`), works out which
 watched topics an event touches (a request's page, the rows of a list, the
 overview...), and re-renders each touched topic once, whatever the number
-of sockets watching it, then `group_send`s the HTML to the topic's group.
+of sockets watching it, then hands the HTML to each socket watching it.
 
 Only what changed is sent: a fragment may be made of parts (joined by
 `<!--qa-part-->`, each a top-level element swapped by its id), and a part
@@ -80,17 +80,25 @@ class Relay:
         self.connected = asyncio.Event()
         self.stats = Counter()
         self.sent: dict[tuple[str, str], list[str]] = {}  # last parts sent to each group
+        self.members: dict[tuple[str, str], set] = {}  # consumers of this process, by (topic, variant)
 
     # -- subscribers ------------------------------------------------------------
 
-    def subscribe(self, topic: str, variant: str) -> None:
+    def subscribe(self, topic: str, variant: str, member=None) -> None:
         st = self.topics.setdefault(topic, TopicState(dirty=False, last=time.monotonic()))
         st.variants[variant] += 1
+        if member is not None:
+            self.members.setdefault((topic, variant), set()).add(member)
         self.sent.pop((topic, variant), None)  # the next render goes out whole
         self.idle_since = None
         self.start()
 
-    def unsubscribe(self, topic: str, variant: str) -> None:
+    def unsubscribe(self, topic: str, variant: str, member=None) -> None:
+        members = self.members.get((topic, variant))
+        if members is not None and member is not None:
+            members.discard(member)
+            if not members:
+                del self.members[(topic, variant)]
         st = self.topics.get(topic)
         if st is None:
             return
@@ -241,10 +249,21 @@ class Relay:
                 changed = parts
             self.sent[(topic, variant)] = parts
             if changed:
-                await self.layer.group_send(group_name(topic, variant), {"type": "live.html", "html": "".join(changed)})
-                self.stats["sent"] += 1
+                await self.fan_out(topic, variant, "".join(changed))
         st.last = time.monotonic()
         st.cost = st.last - started
+
+    async def fan_out(self, topic: str, variant: str, html: str) -> None:
+        """Hand the HTML to every socket watching (topic, variant) in this
+        process, directly: the in-memory channel layer's group_send costs
+        O(sockets) per receiving socket (it sweeps every queue for expired
+        messages), which does not scale to hundreds of sockets, and it drops
+        group members after a day. Consumers still join the group, so other
+        code can reach them with group_send."""
+        members = list(self.members.get((topic, variant), ()))
+        if members:
+            await asyncio.gather(*(m.push(html) for m in members), return_exceptions=True)
+        self.stats["sent"] += 1
 
 
 _relays: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Relay]" = weakref.WeakKeyDictionary()
