@@ -27,6 +27,7 @@ ends only the processes it started (by their process group).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -62,7 +63,7 @@ def main(argv=None) -> int:
     server = RedisServer(appendonly=args.aof)
     rep(f"# redis-server {server.version} on 127.0.0.1:{server.port}, AOF {'on (everysec)' if args.aof else 'off'}, "
         f"no RDB; workers: real `manage.py queue_worker --processes N` processes")
-    rep(f"# measured: {tree_line(args.root)}")
+    rep(f"# measured: {tree_line(args.root)}; load average at start {os.getloadavg()[0]:.2f}")
     qa = QA(server.url, root=args.root)
     qa.migrate()
     rows, data = [], rep.data
@@ -162,7 +163,7 @@ def main(argv=None) -> int:
         PROCS.stop_all()
         server.stop()
 
-    rep("")
+    rep(f"\n# load average at the end {os.getloadavg()[0]:.2f} (a shared machine: other processes add noise)")
     rep(table(["measure", "value", "unit", "note"], rows, "lrll"))
     rep.dump_json(args.json)
     return 0

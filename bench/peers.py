@@ -112,6 +112,7 @@ class System:
         self.bulk = bulk
         self.version = ""
         self.how = ""
+        self.bulk_name = ""
 
 
 def systems(py: Path, py_arq: Path, qa_python: str) -> list[System]:
@@ -410,6 +411,7 @@ def main(argv=None) -> int:
         f"drain (drain capped at {cap:.0f} s of work per run), latency {lat_n:,} jobs at {args.rate:.0f}/s, "
         f"memory {mem_n:,} jobs")
     rep(f"# queueadmin measured: {tree_line(args.root)}")
+    rep(f"# load average at start: {os.getloadavg()[0]:.2f} (the machine is shared: other processes add noise)")
     qa = QA(server.url, root=args.root, extra_processors={"bench": "benchrec.qa_job"}, pythonpath=[PEERS])
     qa.migrate()
     bench = Bench(args, rep, server, qa)
@@ -419,21 +421,40 @@ def main(argv=None) -> int:
     wanted = [k.strip() for k in args.systems.split(",") if k.strip()]
     chosen = [s for s in systems(py, py_arq, sys.executable) if s.key in wanted]
     results: dict[str, dict] = {}
+    per_run: dict[str, list] = {s.key: [] for s in chosen}
+    failed: dict[str, str] = {}
     try:
         for s in chosen:
             try:
                 info = bench.drive(s, "info")
                 s.version, s.how = info.get("version", ""), info.get("worker", "")
-                rep(f"\n## {s.label} {s.version} — workers: {s.how}; bulk: {info.get('bulk') or 'none'}")
-                per_run = []
-                for k in range(runs):
-                    rep(f"  run {k + 1}/{runs}")
-                    per_run.append(bench.run_once(s, n, cap, lat_n))
+                s.bulk_name = info.get("bulk") or "none"
+            except Exception as exc:
+                failed[s.key] = str(exc)[:500]
+        # runs interleaved across systems (run 1 of each, then run 2 ...), so that
+        # a busy spell of the machine does not land on one system's three runs
+        for k in range(runs):
+            for s in chosen:
+                if s.key in failed:
+                    continue
+                rep(f"\n## run {k + 1}/{runs}: {s.label} {s.version} — workers: {s.how}; bulk: {s.bulk_name}; "
+                    f"load {os.getloadavg()[0]:.2f}")
+                try:
+                    per_run[s.key].append(bench.run_once(s, n, cap, lat_n))
+                except Exception as exc:  # one system failing does not stop the others
+                    rep(f"  {s.label}: FAILED: {exc}")
+                    failed[s.key] = str(exc)[:500]
+        for s in chosen:
+            if s.key in failed:
+                results[s.key] = {"label": s.label, "error": failed[s.key]}
+                continue
+            rep(f"\n## memory: {s.label} (load {os.getloadavg()[0]:.2f})")
+            try:
                 mem = bench.memory(s, mem_n)
-                results[s.key] = summarize(s, per_run, mem)
-            except Exception as exc:  # one system failing does not stop the others
-                rep(f"  {s.label}: FAILED: {exc}")
-                results[s.key] = {"label": s.label, "error": str(exc)[:500]}
+            except Exception as exc:
+                rep(f"  memory FAILED: {exc}")
+                mem = {}
+            results[s.key] = summarize(s, per_run[s.key], mem)
             data["systems"] = results
             write_side_by_side(rep, results, chosen, quiet=True)
         rep("\n## side by side (medians)")
@@ -454,7 +475,7 @@ def main(argv=None) -> int:
         server.stop()
         rep.dump_json(args.json)
         (OUT / f"{name}.json").write_text(json.dumps(rep.data, indent=2, default=str) + "\n")
-    rep(f"\n# done in {time.monotonic() - t_start:.0f} s")
+    rep(f"\n# done in {time.monotonic() - t_start:.0f} s; load average now {os.getloadavg()[0]:.2f}")
     return 0
 
 
