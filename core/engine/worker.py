@@ -83,6 +83,7 @@ class Worker:
         self.current: Item | None = None
         self.processed = self.failed = 0
         self._stop = threading.Event()
+        self._closing = threading.Event()  # set at teardown; ends the lease keeper
         self._signals = 0
         self._configs: dict[str, tuple[float, QueueConfig]] = {}
         self._next_tick = 0.0
@@ -92,6 +93,8 @@ class Worker:
         self._releases: dict[str, list] = {q: [] for q in self.queues}  # queue -> token, mode, until
         self._done: dict[str, list[int]] = {}  # queue -> [done, failed] since the last flush
         self._finishing: dict[str, tuple[str, str]] = {}  # finished request -> (queue, de-dup key), to retire
+        self._held: list[Item] = []  # the current batch, until its outcomes reach Redis
+        self._renewed = 0.0  # when the batch's leases were last renewed (monotonic)
         self._avg: dict[str, float] = {}  # queue -> moving average of an item's run time (s)
 
     # -- lifecycle ------------------------------------------------------------
@@ -139,6 +142,7 @@ class Worker:
                 if self._stop.is_set():
                     return
         self.registry.start_heartbeat(self.id, self._snapshot)
+        threading.Thread(target=self._keep_leases, name=f"leases-{self.id}", daemon=True).start()
         log.info("worker %s serving %s", self.id, ",".join(self.queues))
 
     def _teardown(self) -> None:
@@ -149,6 +153,7 @@ class Worker:
                 if self._signals > 1:
                     break  # abandoned: leases bring the items back
                 self._backoff(exc)
+        self._closing.set()
         self.registry.stop_heartbeat()
         try:
             self.registry.unregister(self.id)
@@ -231,6 +236,7 @@ class Worker:
             pipe.expire(tp, 3600)
         answers = self.scripts.execute(pipe)[len(retiring):]
         self._acks, self._done, self._finishing = {}, {}, {}
+        self._held = []
         for q in cycled:
             self._releases[q] = []
         for (rid, (q, _)), answer in zip(acked, answers):
@@ -314,17 +320,33 @@ class Worker:
     # -- running --------------------------------------------------------------
 
     def _run_batch(self, items: list[Item]) -> None:
-        taken = time.monotonic()
+        self._held, self._renewed = list(items), time.monotonic()
         for n, item in enumerate(items):
             if self._signals > 1:
                 self._abandon(items[n:])
                 return
-            lease = self.config(item.queue).lease_seconds
-            if n and time.monotonic() - taken > lease / 2:
-                # an item ran long: renew the leases of those still waiting here
-                self._extend(items[n:], lease)
-                taken = time.monotonic()
             self._execute(item)
+
+    def _keep_leases(self) -> None:
+        """Renew the leases of batch items not running right now (waiting their
+        turn, or done but not yet acknowledged), so a long item does not make
+        its batch-mates look lost. The running item's lease is left alone: a
+        handler that hangs must still be redelivered."""
+        while not self._closing.wait(0.1):
+            held = self._held
+            if not held:
+                continue
+            lease = self.config(held[0].queue).lease_seconds
+            if time.monotonic() - self._renewed < lease / 3:
+                continue
+            current = self.current
+            others = [item for item in held if item is not current]
+            self._renewed = time.monotonic()
+            try:
+                if others:
+                    self._extend(others, lease)
+            except RETRYABLE:
+                pass  # the main loop reports Redis trouble
 
     def _execute(self, item: Item) -> None:
         fn = None
