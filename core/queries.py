@@ -129,7 +129,7 @@ def _bulk_meta(index_key: str, request_key) -> list[tuple[str, dict]]:
     gets = ["#"] + [f"{sample}->{f}" for f in META_FIELDS]
     try:
         flat = r.sort(index_key, by="nosort", get=gets)
-    except redis_lib.ResponseError:  # Redis Cluster: no GET across slots
+    except redis_lib.RedisError:  # Redis Cluster: no GET across slots (CROSSSLOT)
         rids = r.zrange(index_key, 0, -1)
         pipe = r.pipeline(transaction=False)
         for rid in rids:
@@ -165,7 +165,7 @@ def _queue_counters(index_key: str, request_key) -> list:
     sample = request_key("*")
     try:
         return r.sort(index_key, by="nosort", get=[f"{sample}->{f}" for f in OVERVIEW_FIELDS])
-    except redis_lib.ResponseError:  # Redis Cluster: no GET across slots
+    except redis_lib.RedisError:  # Redis Cluster: no GET across slots (CROSSSLOT)
         pipe = r.pipeline(transaction=False)
         for rid in r.zrange(index_key, 0, -1):
             pipe.hmget(request_key(rid), *OVERVIEW_FIELDS)
