@@ -2,7 +2,6 @@
 limits (2), leases and dead letters (4), delays and expiry (7), live priority
 and concurrency changes (8), pub/sub (9), plus pause, cancel and aging."""
 import json
-import threading
 import time
 
 import pytest

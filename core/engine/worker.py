@@ -26,11 +26,11 @@ from .config import QueueConfig
 from .connection import RETRYABLE
 from .processors import Processors
 from .registry import Registry
-from .scripts import Code, ScriptError
+
+from .upkeep import PARK_FOREVER_MS, Upkeep
 
 log = logging.getLogger("queueadmin.worker")
 
-PARK_FOREVER_MS = 2**52  # parked until new items arrive (an explicit unpark)
 CONFIG_TTL = 2.0  # seconds a queue's settings are cached; admin changes apply this fast
 TICK_INTERVAL = 0.5  # seconds between upkeep passes (promote, reap, unpark)
 IDLE_WAIT = 1.0  # seconds an idle worker blocks on the wake list; short, to notice shutdown
@@ -80,6 +80,7 @@ class Worker:
         self.name = name or self.id
         self.aging_ms = int(aging_seconds * 1000) if aging_seconds else 0
         self.registry = Registry(client.redis, client.keys, heartbeat=heartbeat, dead_after=dead_after)
+        self.upkeep = Upkeep(client, self.registry, by=f"worker {self.id}", aging_ms=self.aging_ms)
         self.current: Item | None = None
         self.processed = self.failed = 0
         self._stop = threading.Event()
@@ -109,7 +110,7 @@ class Worker:
                     self._upkeep()
                     batch = self._next_batch()
                     if not batch:
-                        if self.burst and self._drained():
+                        if self.burst and self.upkeep.drained(self.queues):
                             reason = "burst: nothing left to do"
                             break
                         self._wait_for_work()
@@ -135,7 +136,7 @@ class Worker:
                 self.registry.register(self.id, self.name, self.host, self.pid, self.queues)
                 # a restart on this host releases what a dead former worker held
                 for wid in self.registry.dead_on_host(self.host):
-                    self.recover(wid)
+                    self.upkeep.recover(wid)
                 break
             except RETRYABLE as exc:
                 self._backoff(exc)
@@ -268,7 +269,7 @@ class Worker:
                 later = int(time.time() * 1000) + 1000
                 for t in toks:
                     releases += [t, "park", later]
-                self._retire_if_stale(queue, rid)
+                self.upkeep.retire_if_stale(queue, rid)
                 continue
             kind, wake_at, processor, dedup, rest = int(got[0]), int(got[1]), got[2], got[3], got[4:]
             for n in range(0, len(rest), 4):
@@ -292,30 +293,6 @@ class Worker:
         wake_keys = [self.keys.queue(q).wake for q in self.queues]
         timeout = max(0.01, min(IDLE_WAIT, self._next_tick - time.monotonic()))
         self.redis.blpop(wake_keys, timeout=timeout)
-
-    def _drained(self) -> bool:
-        """Burst mode: no token waiting or held, no scheduled request due within
-        a second, and no request with items in flight or waiting to retry.
-        Streamed requests waiting for items do not count as work."""
-        now_ms = time.time() * 1000
-        live = [q for q in self.queues if not self.config(q).paused]  # paused: nothing to do
-        pipe = self.redis.pipeline(transaction=False)
-        for q in live:
-            qk = self.keys.queue(q)
-            pipe.zcard(qk.tokens)
-            pipe.hlen(qk.held)
-            pipe.zcount(qk.sched, "-inf", now_ms + 1000)
-            pipe.zrangebyscore(qk.parked, "-inf", PARK_FOREVER_MS - 1)
-        answers = pipe.execute()
-        parked_rids = set()
-        for n in range(0, len(answers), 4):
-            if any(answers[n:n + 3]):
-                return False
-            parked_rids.update(t.rpartition("#")[0] for t in answers[n + 3])
-        pipe = self.redis.pipeline(transaction=False)
-        for rid in parked_rids:
-            pipe.zcard(self.keys.request(rid).leases)
-        return not any(pipe.execute())
 
     # -- running --------------------------------------------------------------
 
@@ -437,11 +414,6 @@ class Worker:
         except Exception:  # history is best effort; the queue must go on
             log.exception("worker %s: recording finished requests failed", self.id)
 
-    def _retire_if_stale(self, queue: str, rid: str) -> None:
-        created = self.redis.zscore(self.keys.queue(queue).index, rid)
-        if created is None or time.time() * 1000 - created > 60_000:
-            self.client._retire(queue, rid, "")
-
     # -- upkeep ---------------------------------------------------------------
 
     def _upkeep(self) -> None:
@@ -450,37 +422,8 @@ class Worker:
             return
         self._next_tick = now + TICK_INTERVAL
         for queue in self.queues:
-            self.tick(queue)
-        for wid in self.registry.find_dead():
-            self.recover(wid)
-
-    def tick(self, queue: str) -> list[str]:
-        qk = self.keys.queue(queue)
-        promoted, *_ = self.scripts("tick", [qk.sched, qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked,
-                                             qk.wake, qk.lastserved], [500, self.aging_ms])
-        if promoted:
-            pipe = self.redis.pipeline(transaction=False)
-            for rid in promoted:
-                self.scripts.pipe(pipe, "promoted", [self.keys.request(rid).meta], [])
-            self.scripts.execute(pipe)
-        return promoted
-
-    def recover(self, wid: str) -> int:
-        """Give back a dead worker's tokens and make its items due now."""
-        if not self.registry.claim_recovery(wid):
-            return 0  # another worker is on it
-        n = 0
-        for queue in self.registry.queues_of(wid) or self.client.queues():
-            qk = self.keys.queue(queue)
-            rids = self.scripts("release_worker", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked,
-                                                   qk.wake], [wid])
-            for rid in rids:
-                rk = self.keys.request(rid)
-                n += self.scripts("requeue", [rk.items, rk.leases], ["worker", wid])
-                self.client._unpark(queue, rid)
-        self.registry.mark_dead(wid)
-        log.warning("worker %s recovered dead worker %s: %d item(s) due again", self.id, wid, n)
-        return n
+            self.upkeep.tick(queue)
+        self.upkeep.recover_dead()
 
     def _snapshot(self) -> dict:
         item = self.current

@@ -20,11 +20,12 @@ import time
 from collections import defaultdict
 
 import redis as redis_lib
+from django.conf import settings
 
 from core import queries, services
 from core.engine.client import QueueError
-from core.engine.processors import Processors
-from core.engine.worker import Worker
+from core.engine.registry import Registry
+from core.engine.upkeep import Upkeep
 
 
 def _engine():
@@ -106,8 +107,9 @@ def run_now(queue: str, rid: str) -> bool:
 def recover_worker(wid: str) -> int:
     """Give back a dead worker's tokens and make its items due (engine logic)."""
     eng = _engine()
-    helper = Worker(eng, eng.queues(), Processors({}), install_signals=False)
-    return helper.recover(wid)
+    conf = settings.QUEUEADMIN
+    registry = Registry(eng.redis, eng.keys, dead_after=conf["DEAD_AFTER_SECONDS"])
+    return Upkeep(eng, registry, by="dashboard").recover(wid)
 
 
 def requeue(pairs: list[tuple[str, str]]) -> int:

@@ -1,0 +1,88 @@
+"""Chores that any worker (or any process) may run at any time, because each
+is one atomic script or idempotent: promote scheduled requests that are due,
+take back tokens whose lease ran out, wake parked tokens, age waiting
+requests, recover dead workers' work, and tell burst workers when all is done.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+from .client import QueueClient
+from .registry import Registry
+
+log = logging.getLogger("queueadmin.worker")
+
+PARK_FOREVER_MS = 2**52  # parked until new items arrive (an explicit unpark)
+TICK_BATCH = 500  # scheduled requests / tokens moved per tick and queue
+
+
+class Upkeep:
+    def __init__(self, client: QueueClient, registry: Registry, by: str = "", aging_ms: int = 0):
+        self.client, self.registry, self.by, self.aging_ms = client, registry, by, aging_ms
+        self.redis, self.keys, self.scripts = client.redis, client.keys, client.scripts
+
+    def tick(self, queue: str) -> list[str]:
+        """One upkeep pass over a queue's dispatch; returns promoted request ids."""
+        qk = self.keys.queue(queue)
+        promoted, *_ = self.scripts("tick", [qk.sched, qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked,
+                                             qk.wake, qk.lastserved], [TICK_BATCH, self.aging_ms])
+        if promoted:
+            pipe = self.redis.pipeline(transaction=False)
+            for rid in promoted:
+                self.scripts.pipe(pipe, "promoted", [self.keys.request(rid).meta], [])
+            self.scripts.execute(pipe)
+        return promoted
+
+    def recover_dead(self) -> int:
+        return sum(self.recover(wid) for wid in self.registry.find_dead())
+
+    def recover(self, wid: str) -> int:
+        """Give back a dead worker's tokens and make its items due now; the
+        first caller to remove it from the registry does the work."""
+        if not self.registry.claim_recovery(wid):
+            return 0
+        n = 0
+        for queue in self.registry.queues_of(wid) or self.client.queues():
+            qk = self.keys.queue(queue)
+            rids = self.scripts("release_worker", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked,
+                                                   qk.wake], [wid])
+            for rid in rids:
+                rk = self.keys.request(rid)
+                n += self.scripts("requeue", [rk.items, rk.leases], ["worker", wid])
+                self.client._unpark(queue, rid)
+        self.registry.mark_dead(wid)
+        log.warning("%s recovered dead worker %s: %d item(s) due again", self.by or "upkeep", wid, n)
+        return n
+
+    def retire_if_stale(self, queue: str, rid: str) -> None:
+        """Tokens of a request that does not exist: give it a minute (its
+        creation may be on its way), then remove them."""
+        created = self.redis.zscore(self.keys.queue(queue).index, rid)
+        if created is None or time.time() * 1000 - created > 60_000:
+            self.client._retire(queue, rid, "")
+
+    def drained(self, queues: list[str]) -> bool:
+        """Nothing to do: no token waiting or held, no scheduled request due
+        within a second, and no request with items in flight or waiting to
+        retry. Paused queues and streamed requests waiting for items count as
+        nothing to do."""
+        now_ms = time.time() * 1000
+        live = [q for q in queues if not self.client.queue_config(q, max_age=2.0).paused]
+        pipe = self.redis.pipeline(transaction=False)
+        for q in live:
+            qk = self.keys.queue(q)
+            pipe.zcard(qk.tokens)
+            pipe.hlen(qk.held)
+            pipe.zcount(qk.sched, "-inf", now_ms + 1000)
+            pipe.zrangebyscore(qk.parked, "-inf", PARK_FOREVER_MS - 1)
+        answers = pipe.execute()
+        parked_rids = set()
+        for n in range(0, len(answers), 4):
+            if any(answers[n:n + 3]):
+                return False
+            parked_rids.update(t.rpartition("#")[0] for t in answers[n + 3])
+        pipe = self.redis.pipeline(transaction=False)
+        for rid in parked_rids:
+            pipe.zcard(self.keys.request(rid).leases)
+        return not any(pipe.execute())
