@@ -277,3 +277,25 @@ def test_items_waiting_in_a_batch_behind_a_slow_one_keep_their_lease(qc):
     recs = list(qc.results(sub.id))
     assert all(r["status"] == "done" for r in recs)
     assert [r["index"] for r in recs if r["attempts"] > 1] in ([], [40])
+
+
+def test_dead_letters_can_be_discarded(qc):
+    qc.define_queue("once", QueueConfig(max_attempts=1))
+    sub = qc.submit("once", "fail", ["a", "b"])
+    burst(qc, ["once"])
+    assert qc.status(sub.id)["dead"] == 2
+    first = qc.dead_letters(sub.id)[0]
+    assert qc.discard_dead(sub.id, [first["entry"]]) == 1
+    assert qc.status(sub.id)["dead"] == 1
+    assert qc.discard_dead(sub.id) == 1 and qc.dead_letters(sub.id) == []
+    recs = list(qc.results(sub.id))
+    assert all(r["status"] == "failed" and r["discarded"] for r in recs)
+    assert qc.retry_dead(sub.id) == 0  # nothing left to retry
+
+
+def test_a_scheduled_request_can_run_now(qc):
+    sub = qc.submit("default", "echo", ["x"], delay=3600)
+    assert qc.run_now("default", sub.id)
+    burst(qc)
+    assert qc.status(sub.id)["state"] == "completed"
+    assert not qc.run_now("default", sub.id)

@@ -297,6 +297,12 @@ class QueueClient:
         except ScriptError as exc:
             raise QueueError(_refusal(rid, exc.code)) from exc
         self.redis.hset(self.keys.request(rid).meta, field, value)
+        status = self.status(rid)
+        if status and self.channel:  # open pages show the change at once
+            self.redis.publish(self.channel, encode({
+                "type": "progress", "t": int(time.time() * 1000),
+                **{f: status[f] for f in ("id", "queue", "state", "total", "done", "failed", "expired",
+                                          "priority", "concurrency")}}))
 
     def requeue(self, rid: str, entry_ids: list[str] | None = None) -> int:
         """Make in-flight items of a request due now (all of them when no ids)."""
@@ -323,6 +329,21 @@ class QueueClient:
         elif n:
             self._unpark(meta["queue"], rid)
         return n
+
+    def discard_dead(self, rid: str, entry_ids: list[str] | None = None) -> int:
+        """Drop dead letters for good (all of the request's when no ids)."""
+        try:
+            return self.scripts("discard", self.keys.request(rid).all(), list(entry_ids or []))
+        except ScriptError as exc:
+            raise QueueError(_refusal(rid, exc.code)) from exc
+
+    def run_now(self, queue: str, rid: str) -> bool:
+        """Make a scheduled request due now; False if it is not scheduled."""
+        qk = self.keys.queue(queue)
+        if not self.redis.zadd(qk.sched, {rid: 0}, xx=True, ch=True) and self.redis.zscore(qk.sched, rid) is None:
+            return False
+        self.redis.rpush(qk.wake, 1)  # an idle worker wakes, ticks and promotes it
+        return True
 
     def dead_letters(self, rid: str) -> list[dict]:
         rk = self.keys.request(rid)

@@ -15,11 +15,8 @@ database history in step, plus the few the client lacks.
 """
 from __future__ import annotations
 
-import json
-import time
 from collections import defaultdict
 
-import redis as redis_lib
 from django.conf import settings
 
 from core import queries, services
@@ -62,46 +59,12 @@ def retry_dead(rid: str, entry_ids: list[str] | None = None) -> int:
 
 def discard(rid: str, entry_ids: list[str] | None = None) -> int:
     """Drop dead letters (all of the request's when no ids); returns how many."""
-    r = _engine().redis
-    rk = _engine().keys.request(rid)
-    for _ in range(20):
-        with r.pipeline(transaction=True) as pipe:
-            try:
-                pipe.watch(rk.dead)
-                ids = entry_ids if entry_ids is not None else pipe.zrange(rk.dead, 0, -1)
-                present = [e for e, score in zip(ids, pipe.zmscore(rk.dead, ids) if ids else []) if score is not None]
-                if not present:
-                    return 0
-                idx = []
-                for eid in present:
-                    entry = pipe.xrange(rk.items, eid, eid)
-                    idx.append(int(entry[0][1]["i"]) if entry else None)
-                records = pipe.hmget(rk.results, [i for i in idx if i is not None]) if any(
-                    i is not None for i in idx) else []
-                pipe.multi()
-                pipe.zrem(rk.dead, *present)
-                pipe.hincrby(rk.meta, "discarded", len(present))
-                now = time.time()
-                for i, raw in zip([i for i in idx if i is not None], records):
-                    rec = json.loads(raw) if raw else {"status": "failed"}
-                    rec.update(discarded=True, discarded_at=round(now, 3))
-                    pipe.hset(rk.results, i, json.dumps(rec, separators=(",", ":")))
-                pipe.execute()
-                return len(present)
-            except redis_lib.WatchError:
-                continue
-    raise QueueError("the dead letters kept changing; try again")
+    return _engine().discard_dead(rid, entry_ids)
 
 
 def run_now(queue: str, rid: str) -> bool:
     """Make a scheduled request due now; False if it is no longer scheduled."""
-    eng = _engine()
-    qk = eng.keys.queue(queue)
-    changed = eng.redis.zadd(qk.sched, {rid: queries.now_ms()}, xx=True, ch=True)
-    if not changed and eng.redis.zscore(qk.sched, rid) is None:
-        return False
-    eng.redis.rpush(qk.wake, 1)  # idle workers tick at once
-    return True
+    return _engine().run_now(queue, rid)
 
 
 def recover_worker(wid: str) -> int:
