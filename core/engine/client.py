@@ -248,10 +248,12 @@ class QueueClient:
         """A page of items with their payload, state and result (for dashboards)."""
         meta = self._meta_or_raise(rid)
         rk = self.keys.request(rid)
-        entries = self.redis.xrange(rk.items, "-", "+")  # noqa: the page is cut below
+        # entries are in index order (retried items are appended again later);
+        # reading up to the page's end costs O(start + count)
+        entries = self.redis.xrange(rk.items, "-", "+", count=start + count)
         by_index = {}
         for eid, fields in entries:
-            by_index[int(fields["i"])] = (eid, fields["p"])
+            by_index.setdefault(int(fields["i"]), (eid, fields["p"]))
         idx = list(range(start, min(int(meta.get("total", 0)), start + count)))
         results = self.redis.hmget(rk.results, idx) if idx else []
         leases = self.redis.zrange(rk.leases, 0, -1, withscores=True)
