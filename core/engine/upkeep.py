@@ -13,7 +13,7 @@ from .registry import Registry
 
 log = logging.getLogger("queueadmin.worker")
 
-PARK_FOREVER_MS = 2**52  # parked until new items arrive (an explicit unpark)
+PARK_IDLE_MS = 60_000  # a streamed request's idle tokens wait for `add` to wake them, or this long
 TICK_BATCH = 500  # scheduled requests / tokens moved per tick and queue
 
 
@@ -65,8 +65,8 @@ class Upkeep:
     def drained(self, queues: list[str]) -> bool:
         """Nothing to do: no token waiting or held, no scheduled request due
         within a second, and no request with items in flight or waiting to
-        retry. Paused queues and streamed requests waiting for items count as
-        nothing to do."""
+        retry (parked tokens whose request has no lease). Paused queues and
+        streamed requests waiting for items count as nothing to do."""
         now_ms = time.time() * 1000
         live = [q for q in queues if not self.client.queue_config(q, max_age=2.0).paused]
         pipe = self.redis.pipeline(transaction=False)
@@ -75,7 +75,7 @@ class Upkeep:
             pipe.zcard(qk.tokens)
             pipe.hlen(qk.held)
             pipe.zcount(qk.sched, "-inf", now_ms + 1000)
-            pipe.zrangebyscore(qk.parked, "-inf", PARK_FOREVER_MS - 1)
+            pipe.zrange(qk.parked, 0, -1)
         answers = pipe.execute()
         parked_rids = set()
         for n in range(0, len(answers), 4):

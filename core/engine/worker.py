@@ -27,7 +27,7 @@ from .connection import RETRYABLE
 from .processors import Processors
 from .registry import Registry
 
-from .upkeep import PARK_FOREVER_MS, Upkeep
+from .upkeep import PARK_IDLE_MS, Upkeep
 
 log = logging.getLogger("queueadmin.worker")
 
@@ -282,8 +282,9 @@ class Worker:
             for t in left:
                 if kind == 2:  # in flight elsewhere or waiting to retry: come back then
                     releases += [t, "park", wake_at]
-                elif kind == 3:  # streamed request waiting for items
-                    releases += [t, "park", PARK_FOREVER_MS]
+                elif kind == 3:  # streamed request waiting for items: `add` wakes it (or a
+                    # minute passes, in case the producer died between adding and waking)
+                    releases += [t, "park", int(time.time() * 1000) + PARK_IDLE_MS]
                 else:
                     releases += [t, "drop", 0]
         items.sort(key=lambda item: order[item.token])  # claim order: priority, then round-robin
@@ -313,13 +314,13 @@ class Worker:
             held = self._held
             if not held:
                 continue
-            lease = self.config(held[0].queue).lease_seconds
-            if time.monotonic() - self._renewed < lease / 3:
-                continue
-            current = self.current
-            others = [item for item in held if item is not current]
-            self._renewed = time.monotonic()
             try:
+                lease = self.config(held[0].queue).lease_seconds  # may read Redis
+                if time.monotonic() - self._renewed < lease / 3:
+                    continue
+                current = self.current
+                others = [item for item in held if item is not current]
+                self._renewed = time.monotonic()
                 if others:
                     self._extend(others, lease)
             except RETRYABLE:
