@@ -149,15 +149,13 @@ class Relay:
         self.tasks = []
 
     async def _listen(self) -> None:
-        import redis.asyncio as aioredis
-
         from core import services
+        from core.engine.connection import pubsub_client
 
         channel = services.engine().channel
         delay = 0.2
         while True:
-            client = aioredis.Redis.from_url(settings.REDIS_URL, decode_responses=True,
-                                             socket_keepalive=True, health_check_interval=15)
+            client = pubsub_client(settings.REDIS_URL)  # on a cluster: one node, the next one after a failure
             pubsub = client.pubsub(ignore_subscribe_messages=True)
             try:
                 await pubsub.subscribe(channel)

@@ -184,6 +184,21 @@ class LocalCluster:
             time.sleep(0.1)
         raise TimeoutError(f"cluster not ok after {timeout}s")
 
+    def wait_failover(self, dead_port: int, timeout: float = 60.0) -> list[int]:
+        """After a master died: wait until a replica serves its slots and every
+        live node says ok; returns the masters' ports."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                masters = self.masters()
+                if dead_port not in masters and len(masters) == self.n_masters:
+                    self.wait_ok(max(0.1, deadline - time.monotonic()))
+                    return masters
+            except RuntimeError:
+                pass
+            time.sleep(0.1)
+        raise TimeoutError(f"no replica took over from {dead_port} within {timeout}s")
+
     # -- faults ---------------------------------------------------------------
 
     def kill(self, port: int, sig=signal.SIGKILL) -> None:

@@ -11,10 +11,15 @@
 ``wait_replicas=(n, timeout_ms)`` (the ``WAIT_REPLICAS`` setting) makes every
 round trip that writes end with ``WAIT n timeout`` on the connection that
 carried the writes, so that an acknowledged item or an accepted submission is
-on n replicas before the call returns (see docs/KEYS.md, "Failover").
+on n replicas before the call returns (see docs/KEYS.md, "Failover"). A node
+whose WAIT times out short of n replicas (a promoted replica whose old master
+is gone) is written to without WAIT for NO_REPLICA_BACKOFF seconds, then tried
+again: waiting cannot make a write safer where no replica exists.
 """
 from __future__ import annotations
 
+import itertools
+import logging
 import random
 import time
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -22,13 +27,16 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import redis
 from redis.backoff import ExponentialBackoff
 from redis.client import Pipeline
-from redis.cluster import ClusterNode, ClusterPipeline, RedisCluster
+from redis.cluster import ClusterNode, ClusterPipeline, PipelineCommand, RedisCluster
 from redis.commands.cluster import READ_COMMANDS
 from redis.exceptions import (ClusterDownError, NoScriptError, ReadOnlyError, RedisClusterException,
                               SlotNotCoveredError, TryAgainError)
 from redis.retry import Retry
 
+log = logging.getLogger("queueadmin.connection")
+
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+NO_REPLICA_BACKOFF = 10.0  # seconds without WAIT on a node whose WAIT found no replica in time
 
 
 class ClusterUnavailable(redis.ConnectionError):
@@ -122,6 +130,25 @@ def connect_cluster(url: str, wait_replicas: tuple[int, int] | None = None, **kw
     return client
 
 
+_pubsub_turn = itertools.count()
+
+
+def pubsub_client(url: str, **kwargs):
+    """An asyncio client to SUBSCRIBE with (the dashboard's relay). On a cluster
+    a plain PUBLISH reaches every node (the cluster bus broadcasts it), so any
+    node will do: each call takes the next node of the URL, so that after a
+    node died a reconnect tries another one."""
+    import redis.asyncio as aioredis
+
+    options = dict(decode_responses=True, socket_keepalive=True, health_check_interval=15)
+    options.update(kwargs)
+    if not is_cluster_url(url):
+        return aioredis.Redis.from_url(url, **options)
+    nodes, extra = cluster_nodes(url)
+    host, port = nodes[next(_pubsub_turn) % len(nodes)]
+    return aioredis.Redis(host=host, port=port, **{**extra, **options})
+
+
 def server_version(client) -> tuple[int, ...]:
     return tuple(int(x) for x in client.info("server")["redis_version"].split(".")[:3])
 
@@ -160,6 +187,7 @@ class Cluster(RedisCluster):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.wait_replicas = (0, 0)
+        self._no_replica_until: dict[str, float] = {}  # node name -> monotonic time
         self._script_texts: dict[str, str] = {}
 
     def register_script(self, script):
@@ -185,6 +213,28 @@ class Cluster(RedisCluster):
             if str(exc).startswith(_TOPOLOGY_ERRORS):
                 raise ClusterUnavailable(str(exc)) from exc
             raise
+
+    def _execute_command(self, target_node, *args, **kwargs):
+        try:
+            return super()._execute_command(target_node, *args, **kwargs)
+        except AttributeError as exc:
+            # Re-reading the slot map (after a node failed) disconnects the
+            # node's pool, connections other threads are using included: their
+            # parser is gone mid-reply. That is a dropped connection; retried.
+            if "NoneType" not in str(exc):
+                raise
+            raise redis.ConnectionError(f"connection closed by a slot map refresh: {exc}") from exc
+
+    def _wait_targets(self, names) -> list[str]:
+        now = time.monotonic()
+        return [n for n in names if self._no_replica_until.get(n, 0) <= now]
+
+    def _waited(self, name: str, acked) -> None:
+        if isinstance(acked, int) and acked < self.wait_replicas[0]:
+            if self._no_replica_until.get(name, 0) <= time.monotonic():
+                log.warning("WAIT on %s: %s of %s replica(s) in %s ms; writing without WAIT for %.0fs",
+                            name, acked, self.wait_replicas[0], self.wait_replicas[1], NO_REPLICA_BACKOFF)
+            self._no_replica_until[name] = time.monotonic() + NO_REPLICA_BACKOFF
 
     def evalsha(self, sha, numkeys, *keys_and_args):
         if self.wait_replicas[0]:  # the WAIT must follow on the same connection
@@ -238,6 +288,13 @@ class Cluster(RedisCluster):
         return None
 
 
+class _Sticky(dict):
+    """Command options whose pop() leaves the value in place."""
+
+    def pop(self, key, default=None):
+        return self.get(key, default)
+
+
 class ClusterBatch(ClusterPipeline):
     """A non-transactional cluster pipeline in which Lua scripts may be called
     (see :class:`Cluster`); commands go to their slots' nodes in one round trip
@@ -262,22 +319,30 @@ class ClusterBatch(ClusterPipeline):
         if not stack:
             return []
         n_wait, wait_ms = self.owner.wait_replicas
-        waits = 0
+        waited: list[str] = []
         if n_wait:
             written = {}
             for c in stack:
                 if _writes(c.args):
                     node = self._execution_strategy._determine_nodes(*c.args)[0]
                     written[node.name] = node
-            for node in written.values():
-                self.execute_command("WAIT", n_wait, wait_ms, target_nodes=node)
-                waits += 1
+            for name in self.owner._wait_targets(written):
+                # last on the node's connection, after its writes; the target
+                # survives redis-py's re-sends of the batch (it pops options)
+                self._execution_strategy.command_queue.append(
+                    PipelineCommand(("WAIT", n_wait, wait_ms), _Sticky(target_nodes=written[name]),
+                                    len(self._execution_strategy.command_queue)))
+                waited.append(name)
         try:
             results = super().execute(raise_on_error=False)
         except RedisClusterException as exc:
             if str(exc).startswith(_TOPOLOGY_ERRORS):
                 raise ClusterUnavailable(str(exc)) from exc
             raise
+        except AttributeError as exc:  # see Cluster._execute_command
+            if "NoneType" not in str(exc):
+                raise
+            raise redis.ConnectionError(f"connection closed by a slot map refresh: {exc}") from exc
         refused = [i for i, r in enumerate(results[:len(stack)]) if isinstance(r, NoScriptError)]
         if refused:
             self.owner.load_scripts({stack[i].args[1] for i in refused})
@@ -286,9 +351,9 @@ class ClusterBatch(ClusterPipeline):
                 again.execute_command(*stack[i].args)
             for i, r in zip(refused, again.execute(raise_on_error=False)):
                 results[i] = r
-        if waits:
-            acked = results[len(stack):]
-            self.replicas_acked = min((a for a in acked if isinstance(a, int)), default=0)
+        if waited:
+            for name, acked in zip(waited, results[len(stack):]):
+                self.owner._waited(name, acked)
             results = results[:len(stack)]
         if raise_on_error:
             for i, r in enumerate(results):
@@ -302,12 +367,13 @@ class WaitingRedis(redis.Redis):
     """A one-server client whose write round trips end with WAIT (see module docstring)."""
 
     wait_replicas = (0, 0)
+    no_replica_until = 0.0  # monotonic time until which writes go without WAIT
 
     def pipeline(self, transaction=True, shard_hint=None):
         if transaction:
             return super().pipeline(transaction, shard_hint)
         pipe = WaitingPipeline(self.connection_pool, self.response_callbacks, transaction, shard_hint)
-        pipe.wait_replicas = self.wait_replicas
+        pipe.wait_replicas, pipe.owner = self.wait_replicas, self
         return pipe
 
     def evalsha(self, sha, numkeys, *keys_and_args):
@@ -318,13 +384,20 @@ class WaitingRedis(redis.Redis):
 
 class WaitingPipeline(Pipeline):
     wait_replicas = (0, 0)
+    owner: WaitingRedis
 
     def execute(self, raise_on_error: bool = True):
         stack = self.command_stack
-        if not any(_writes(args) for args, _ in stack):
+        owner = self.owner
+        if not any(_writes(args) for args, _ in stack) or owner.no_replica_until > time.monotonic():
             return super().execute(raise_on_error)
         n = len(stack)
         self.execute_command("WAIT", *self.wait_replicas)
         results = super().execute(raise_on_error)
-        self.replicas_acked = results[n] if len(results) > n else 0
+        acked = results[n] if len(results) > n else 0
+        if isinstance(acked, int) and acked < self.wait_replicas[0]:
+            if owner.no_replica_until <= time.monotonic():
+                log.warning("WAIT: %s of %s replica(s) in %s ms; writing without WAIT for %.0fs",
+                            acked, *self.wait_replicas, NO_REPLICA_BACKOFF)
+            owner.no_replica_until = time.monotonic() + NO_REPLICA_BACKOFF
         return results[:n]
