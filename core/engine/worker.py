@@ -26,6 +26,7 @@ from .config import QueueConfig
 from .connection import RETRYABLE
 from .processors import Processors
 from .registry import Registry
+from .reporter import Reporter
 
 from .upkeep import PARK_IDLE_MS, Upkeep
 
@@ -70,11 +71,12 @@ class Worker:
     def __init__(self, client: QueueClient, queues: list[str], processors: Processors, *, name: str = "",
                  burst: bool = False, heartbeat: float = 1.0, dead_after: float = 10.0,
                  aging_seconds: float | None = None, on_finish: Callable[[dict], None] | None = None,
-                 on_finish_many: Callable[[list[dict]], None] | None = None, install_signals: bool = True):
+                 on_finish_many: Callable[[list[dict]], None] | None = None, report_in_background: bool = False,
+                 install_signals: bool = True):
         self.client, self.queues, self.processors = client, list(queues), processors
         self.redis, self.keys, self.scripts = client.redis, client.keys, client.scripts
-        self.burst, self.on_finish, self.install_signals = burst, on_finish, install_signals
-        self.on_finish_many = on_finish_many
+        self.burst, self.install_signals = burst, install_signals
+        self.reporter = Reporter(client, on_finish, on_finish_many, background=report_in_background)
         self.host, self.pid = socket.gethostname(), os.getpid()
         self.id = f"{self.host}:{self.pid}:{os.urandom(2).hex()}"
         self.name = name or self.id
@@ -155,6 +157,7 @@ class Worker:
                     break  # abandoned: leases bring the items back
                 self._backoff(exc)
         self._closing.set()
+        self.reporter.close()
         self.registry.stop_heartbeat()
         try:
             self.registry.unregister(self.id)
@@ -244,7 +247,7 @@ class Worker:
             if int(answer[0]) == 1:
                 self._finished(q, rid, answer[3])
         if retiring:
-            self._report([rid for rid, _ in retiring])
+            self.reporter.put([rid for rid, _ in retiring])
         return answers[len(acked) + cycled.index(queue)] if queue in cycled else []
 
     def _flush(self) -> None:
@@ -401,19 +404,6 @@ class Worker:
     def _finished(self, queue: str, rid: str, dedup_key: str) -> None:
         """A request closed: it is retired from its queue in the next round trip."""
         self._finishing[rid] = (queue, dedup_key)
-
-    def _report(self, rids: list[str]) -> None:
-        """Hand the final status of retired requests to the history callbacks."""
-        if not (self.on_finish or self.on_finish_many):
-            return
-        statuses = [st for st in self.client.statuses(rids) if st]
-        try:
-            if self.on_finish_many:
-                self.on_finish_many(statuses)
-            for st in statuses if self.on_finish else ():
-                self.on_finish(st)
-        except Exception:  # history is best effort; the queue must go on
-            log.exception("worker %s: recording finished requests failed", self.id)
 
     # -- upkeep ---------------------------------------------------------------
 

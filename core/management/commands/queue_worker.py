@@ -46,5 +46,6 @@ class Command(BaseCommand):
         conf = settings.QUEUEADMIN
         worker = Worker(services.engine(), names, Processors(conf["PROCESSORS"]), name=name, burst=burst,
                         heartbeat=conf["HEARTBEAT_SECONDS"], dead_after=conf["DEAD_AFTER_SECONDS"],
-                        aging_seconds=conf["AGING_SECONDS"], on_finish_many=services.record_many)
+                        aging_seconds=conf["AGING_SECONDS"], on_finish_many=services.record_many,
+                        report_in_background=True)
         worker.work()
