@@ -138,7 +138,7 @@ class QueueClient:
         first, rest = payloads[:CHUNK], payloads[CHUNK:]
         pipe = self.redis.pipeline(transaction=False)
         self.scripts.pipe(pipe, "create", [rk.meta, rk.items],
-                          [encode(meta), delay_ms, expires_ms, 0 if rest else 1, *first])
+                          [delay_ms, expires_ms, 0 if rest else 1, *_fields(meta), *first])
         for start in range(0, len(rest), CHUNK):
             last = start + CHUNK >= len(rest)
             self.scripts.pipe(pipe, "add", rk.all(), [1 if last else 0, 0, "", *rest[start:start + CHUNK]])
@@ -159,7 +159,7 @@ class QueueClient:
         meta = dict(id=rid, queue=queue, processor=processor, priority=priority, concurrency=concurrency,
                     state="scheduled" if delay_ms else "queued", dedup_key=dedup_key or "", streamed=1)
         pipe = self.redis.pipeline(transaction=False)
-        self.scripts.pipe(pipe, "create", [rk.meta, rk.items], [encode(meta), delay_ms, expires_ms, 0])
+        self.scripts.pipe(pipe, "create", [rk.meta, rk.items], [delay_ms, expires_ms, 0, *_fields(meta)])
         self._enqueue(pipe, queue, rid, priority, concurrency, meta["dedup_key"], delay_ms)
         answers = self.scripts.execute(pipe)
         check("create", answers[0])
@@ -420,6 +420,14 @@ def parse_status(meta: dict, leased: int, dead: int) -> dict:
     st["dead"] = int(dead)
     st.pop("pub", None)
     return st
+
+
+def _fields(meta: dict) -> list:
+    """A mapping as the count-prefixed field/value list the create script takes."""
+    flat = [len(meta)]
+    for k, v in meta.items():
+        flat += [k, v]
+    return flat
 
 
 def _ms(seconds: float, what: str) -> int:
