@@ -81,13 +81,20 @@ def populate(n_requests: int, n_items: int) -> tuple[str, str]:
     return sample, big
 
 
+def bench_user():
+    from django.contrib.auth.models import User
+
+    user = User.objects.filter(username="bench").first()
+    return user or User.objects.create_superuser("bench", "bench@example.com", "x")
+
+
 def time_pages(sample: str, big: str, runs: int) -> list[tuple[str, float, float]]:
     from django.contrib.auth.models import User
     from django.test import Client
 
     from core.views.live import render_topic
 
-    user = User.objects.create_superuser("bench", "bench@example.com", "x")
+    user = bench_user()
     c = Client()
     c.force_login(user)
     rows = []
@@ -113,48 +120,167 @@ def time_pages(sample: str, big: str, runs: int) -> list[tuple[str, float, float
     return rows
 
 
-# -- a minimal WebSocket client (RFC 6455; server frames are unmasked) ---------------
+# -- the WebSocket client: its own process, one asyncio loop, cheap framing -----------
+#
+# It runs apart from this process (which publishes the events) so that its CPU
+# time is not the server's and can be measured: it reports what it used while
+# the events were published. Both processes timestamp with CLOCK_MONOTONIC.
+
+CLIENT_WAVE = 50  # sockets connecting at once
 
 
-class WS:
-    def __init__(self, reader, writer):
-        self.reader, self.writer = reader, writer
+class _Sock(asyncio.Protocol):
+    """A WebSocket client connection: handshake, then unmasked server frames
+    parsed from one buffer; text messages go to `on_text(i, str)`; pings are
+    answered (servers drop sockets that do not)."""
 
-    @classmethod
-    async def connect(cls, port: int, path: str, cookie: str):
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        key = base64.b64encode(secrets.token_bytes(16)).decode()
-        writer.write((f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
-                      f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
-                      f"Origin: http://127.0.0.1:{port}\r\nCookie: {cookie}\r\n\r\n").encode())
-        head = await reader.readuntil(b"\r\n\r\n")
-        if b" 101 " not in head.split(b"\r\n")[0]:
-            raise RuntimeError(head.decode(errors="replace"))
-        return cls(reader, writer)
+    def __init__(self, i, request: bytes, on_text):
+        self.i, self.request, self.on_text = i, request, on_text
+        self.buf = bytearray()
+        self.open = asyncio.get_running_loop().create_future()
+        self.closed = False
+        self.first = asyncio.get_running_loop().create_future()
+        self.frag = bytearray()
 
-    async def recv(self) -> str:
-        data = b""
-        while True:
-            b0, b1 = await self.reader.readexactly(2)
-            n = b1 & 0x7F
+    def connection_made(self, transport):
+        self.transport = transport
+        transport.write(self.request)
+
+    def connection_lost(self, exc):
+        self.closed = True
+        for f in (self.open, self.first):
+            if not f.done():
+                f.set_exception(ConnectionError(f"socket {self.i} closed"))
+
+    def data_received(self, data):
+        self.buf += data
+        if not self.open.done():
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = bytes(self.buf[:end])
+            del self.buf[:end + 4]
+            if b" 101 " not in head.split(b"\r\n")[0]:
+                self.open.set_exception(RuntimeError(head.decode(errors="replace")))
+                self.transport.close()
+                return
+            self.open.set_result(None)
+        buf, pos, n_buf = self.buf, 0, len(self.buf)
+        while n_buf - pos >= 2:
+            b0, b1 = buf[pos], buf[pos + 1]
+            n, head = b1 & 0x7F, 2
             if n == 126:
-                n = int.from_bytes(await self.reader.readexactly(2), "big")
+                if n_buf - pos < 4:
+                    break
+                n, head = int.from_bytes(buf[pos + 2:pos + 4], "big"), 4
             elif n == 127:
-                n = int.from_bytes(await self.reader.readexactly(8), "big")
-            payload = await self.reader.readexactly(n)
+                if n_buf - pos < 10:
+                    break
+                n, head = int.from_bytes(buf[pos + 2:pos + 10], "big"), 10
+            if n_buf - pos < head + n:
+                break
+            payload = bytes(buf[pos + head:pos + head + n])
+            pos += head + n
             opcode = b0 & 0x0F
-            if opcode == 8:
-                raise ConnectionError("closed")
-            if opcode in (1, 0, 2):
-                data += payload
+            if opcode == 9:  # ping -> masked pong
+                self.transport.write(bytes([0x8A, 0x80 | len(payload)]) + b"\0\0\0\0" + payload)
+            elif opcode == 8:
+                self.transport.close()
+            elif opcode in (0, 1, 2):
+                self.frag += payload
                 if b0 & 0x80:
-                    return data.decode()
+                    text = self.frag.decode()
+                    self.frag = bytearray()
+                    if not self.first.done():
+                        self.first.set_result(text)
+                    else:
+                        self.on_text(self.i, text)
+        del buf[:pos]
 
-    def close(self):
-        self.writer.close()
+
+async def _client(port: int, path: str, cookie: str, sockets: int):
+    """The client process: connect, print `ready <seconds>`, then on stdin
+    `go <events>` record when each socket sees each `data-done` value, print
+    `complete` once every socket saw <events>, and on `end` print the results
+    as JSON (arrival times per socket and the CPU used since `go`)."""
+    import json
+
+    loop = asyncio.get_running_loop()
+    pattern = re.compile(r'data-done="(\d+)"')
+    seen: list[dict[int, float]] = [dict() for _ in range(sockets)]
+    last = [0] * sockets
+    final = [None]
+    complete = asyncio.Event()
+
+    def on_text(i, text):
+        now = time.monotonic()
+        m = pattern.search(text)
+        if m:
+            done = int(m[1])
+            if done > last[i]:
+                seen[i][done] = now
+                last[i] = done
+                if final[0] is not None and done >= final[0] and min(last) >= final[0]:
+                    complete.set()
+
+    conns = []
+    t0 = time.monotonic()
+    for start in range(0, sockets, CLIENT_WAVE):
+        wave = []
+        for i in range(start, min(sockets, start + CLIENT_WAVE)):
+            key = base64.b64encode(secrets.token_bytes(16)).decode()
+            req = (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+                   f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+                   f"Origin: http://127.0.0.1:{port}\r\nCookie: {cookie}\r\n\r\n").encode()
+            wave.append(loop.create_connection(lambda i=i, req=req: _Sock(i, req, on_text), "127.0.0.1", port))
+        made = await asyncio.gather(*wave)
+        conns.extend(p for _, p in made)
+        await asyncio.gather(*(p.first for _, p in made))  # each gets the current state first
+    print(f"ready {time.monotonic() - t0:.3f}", flush=True)
+    cpu0 = wall0 = 0.0
+    while True:
+        line = (await loop.run_in_executor(None, sys.stdin.readline)).split()
+        if not line or line[0] == "end":
+            break
+        if line[0] == "go":
+            cpu0, wall0 = time.process_time(), time.monotonic()
+            final[0] = int(line[1])
+            loop.create_task(_say_when(complete))
+    cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
+    for p in conns:
+        p.transport.close()
+    print(json.dumps({"seen": [{str(k): v for k, v in s.items()} for s in seen], "cpu_s": cpu, "wall_s": wall,
+                      "closed": sum(p.closed for p in conns)}), flush=True)
 
 
-async def ws_bench(port: int, cookie: str, rid: str, sockets: int, events: int, gap: float):
+async def _say_when(event: asyncio.Event):
+    await event.wait()
+    print("complete", flush=True)
+
+
+def client_main(argv):
+    port, path, cookie, sockets = int(argv[0]), argv[1], argv[2], int(argv[3])
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    asyncio.run(_client(port, path, cookie, sockets))
+
+
+def proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def ws_round(server_cmd: list[str], tmp: Path, cookie: str, rid: str, sockets: int, events: int, gap: float,
+             profile: Path | None = None) -> dict:
+    """One measurement: a fresh server process, `sockets` clients watching
+    request `rid` (in their own process), `events` progress events published
+    `gap` seconds apart. Latency of an event on a socket: from its PUBLISH to
+    the first message on that socket showing that progress or later."""
     import redis as redis_lib
 
     from core import services
@@ -162,67 +288,94 @@ async def ws_bench(port: int, cookie: str, rid: str, sockets: int, events: int, 
     eng = services.engine()
     r = redis_lib.Redis.from_url(os.environ["REDIS_URL"])
     meta = eng.keys.request(rid).meta
-    path = f"/ws/live/?topic=request:{rid}::"
-    clients = []
-    t0 = time.perf_counter()
-    for i in range(0, sockets, 50):  # connect in waves; each gets the current state first
-        batch = await asyncio.gather(*(WS.connect(port, path, cookie) for _ in range(min(50, sockets - i))))
-        clients.extend(batch)
-        await asyncio.gather(*(c.recv() for c in batch))
-    connect_time = time.perf_counter() - t0
-    published: dict[int, float] = {}
-    latencies: list[float] = []
-    got_last = [0] * len(clients)
-    pattern = re.compile(r'data-done="(\d+)"')
-    stop = asyncio.Event()
-
-    async def reader(i, c):
-        while True:
-            try:
-                msg = await c.recv()
-            except (ConnectionError, asyncio.IncompleteReadError, OSError):
-                return
-            now = time.perf_counter()
-            m = pattern.search(msg)
-            if not m:
-                continue
-            done = int(m[1])
-            for n in range(got_last[i] + 1, done + 1):
-                if n in published:
-                    latencies.append((now - published[n]) * 1000)
-            got_last[i] = max(got_last[i], done)
-
-    readers = [asyncio.create_task(reader(i, c)) for i, c in enumerate(clients)]
-    await asyncio.sleep(1.0)
     r.hset(meta, "done", 0)
-    for n in range(1, events + 1):
-        r.hset(meta, "done", n)
-        published[n] = time.perf_counter()
-        r.publish(eng.channel, f'{{"type":"progress","id":"{rid}","done":{n},"t":{int(time.time() * 1000)}}}')
-        await asyncio.sleep(gap)
-    deadline = time.perf_counter() + 10
-    while min(got_last) < events and time.perf_counter() < deadline:
-        await asyncio.sleep(0.05)
-    stop.set()
-    for t in readers:
-        t.cancel()
-    await asyncio.gather(*readers, return_exceptions=True)
-    for c in clients:
-        c.close()
-    complete = sum(1 for g in got_last if g >= events)
-    return {"connect_s": connect_time, "samples": len(latencies), "p50": pct(latencies, 50),
-            "p99": pct(latencies, 99), "max": max(latencies) if latencies else float("nan"),
-            "complete": complete, "expected": sockets * events}
+    server, port = start_server(server_cmd, tmp if profile is None else profile.with_suffix(".log"))
+    client = spy = None
+    try:
+        client = subprocess.Popen([sys.executable, __file__, "_client", str(port), f"/ws/live/?topic=request:{rid}::",
+                                   cookie, str(sockets)], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  text=True)
+        ready = client.stdout.readline().split()
+        if not ready or ready[0] != "ready":
+            raise RuntimeError(f"client failed: {ready}")
+        connect_s = float(ready[1])
+        time.sleep(1.0)
+        if profile is not None:
+            spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(server.pid),
+                                    "--rate", "250", "--format", "raw", "--output", str(profile), "--nonblocking"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1.0)
+        published: dict[int, float] = {}
+        cpu0, wall0 = proc_cpu(server.pid), time.monotonic()
+        client.stdin.write(f"go {events}\n")
+        client.stdin.flush()
+        for n in range(1, events + 1):
+            r.hset(meta, "done", n)
+            published[n] = time.monotonic()
+            r.publish(eng.channel, f'{{"type":"progress","id":"{rid}","done":{n},"t":{int(time.time() * 1000)}}}')
+            time.sleep(gap)
+        import select
+
+        if select.select([client.stdout], [], [], 10.0)[0]:
+            client.stdout.readline()  # "complete"
+        server_cpu, wall = proc_cpu(server.pid) - cpu0, time.monotonic() - wall0
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(30)
+        client.stdin.write("end\n")
+        client.stdin.flush()
+        import json
+
+        result = json.loads(client.stdout.readline())
+        client.wait(30)
+    finally:
+        for p in (spy, client):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+        stop(server)
+    latencies = []
+    complete = 0
+    for seen in result["seen"]:
+        got = sorted((int(k), v) for k, v in seen.items())
+        n = 1
+        for done, t in got:
+            while n <= done:
+                latencies.append((t - published[n]) * 1000)
+                n += 1
+        complete += bool(got) and got[-1][0] >= events
+    return {"connect_s": connect_s, "samples": len(latencies), "p50": pct(latencies, 50), "p99": pct(latencies, 99),
+            "max": max(latencies) if latencies else float("nan"), "complete": complete,
+            "expected": sockets * events, "server_cpu": server_cpu / wall, "client_cpu": result["cpu_s"] / wall}
 
 
-def start_daphne(tmp: Path) -> tuple[subprocess.Popen, int]:
+# The ASGI servers this benchmark can measure. "uvicorn" is the one bin/run starts
+# (keep the two in step).
+SERVERS = {
+    "uvicorn": ["{bin}/uvicorn", "--host", "127.0.0.1", "--port", "{port}", "--loop", "uvloop", "--http", "httptools",
+                "--ws", "websockets", "--no-access-log", "--log-level", "warning", "queueadmin.asgi:application"],
+    "uvicorn-wsproto": ["{bin}/uvicorn", "--host", "127.0.0.1", "--port", "{port}", "--loop", "uvloop", "--http",
+                        "httptools", "--ws", "wsproto", "--no-access-log", "--log-level", "warning",
+                        "queueadmin.asgi:application"],
+    "uvicorn-asyncio": ["{bin}/uvicorn", "--host", "127.0.0.1", "--port", "{port}", "--loop", "asyncio", "--http",
+                        "h11", "--ws", "websockets", "--no-access-log", "--log-level", "warning",
+                        "queueadmin.asgi:application"],
+    "daphne": ["{bin}/daphne", "-b", "127.0.0.1", "-p", "{port}", "queueadmin.asgi:application"],
+}
+DEFAULT_SERVER = "uvicorn"
+
+
+def start_server(cmd: list[str], log_path: Path) -> tuple[subprocess.Popen, int]:
+    """Start an ASGI server on a free loopback port (its output in log_path, or
+    in log_path/server.log when that is a folder) and wait until it answers."""
     from core import embedded
 
     port = embedded.free_port()
-    log = open(tmp / "daphne.log", "wb")
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "daphne"), "-b", "127.0.0.1", "-p", str(port),
-                             "queueadmin.asgi:application"], cwd=ROOT, env=os.environ.copy(), stdout=log,
-                            stderr=subprocess.STDOUT)
+    argv = [a.format(bin=Path(sys.executable).parent, port=port) for a in cmd]
+    if log_path.is_dir():
+        log_path = log_path / "server.log"
+    log = open(log_path, "ab")
+    proc = subprocess.Popen(argv, cwd=ROOT, env=os.environ.copy(), stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -230,8 +383,19 @@ def start_daphne(tmp: Path) -> tuple[subprocess.Popen, int]:
             return proc, port
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError((tmp / "daphne.log").read_text())
+                stop(proc)
+                raise RuntimeError(log_path.read_text())
             time.sleep(0.2)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 def session_cookie() -> str:
@@ -240,7 +404,7 @@ def session_cookie() -> str:
     from django.contrib.auth.models import User
     from django.contrib.sessions.backends.db import SessionStore
 
-    user = User.objects.get(username="bench")
+    user = bench_user()
     s = SessionStore()
     s[SESSION_KEY] = str(user.pk)
     s[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
@@ -250,49 +414,80 @@ def session_cookie() -> str:
 
 
 def main():
+    if sys.argv[1:2] == ["_client"]:
+        return client_main(sys.argv[2:])
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=10_000)
     ap.add_argument("--items", type=int, default=1_000_000)
     ap.add_argument("--sockets", type=int, default=500)
     ap.add_argument("--events", type=int, default=20)
     ap.add_argument("--gap", type=float, default=0.3, help="seconds between published events")
-    ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--runs", type=int, default=15, help="timed runs of each page")
+    ap.add_argument("--rounds", type=int, default=3, help="WebSocket rounds per server (medians are reported)")
+    ap.add_argument("--server", action="append", choices=sorted(SERVERS),
+                    help=f"ASGI server(s) to measure (default: {DEFAULT_SERVER}, the one bin/run starts); repeatable")
+    ap.add_argument("--no-pages", action="store_true", help="skip the page timings")
+    ap.add_argument("--profile", type=Path, metavar="DIR",
+                    help="py-spy the server during each round's events (raw collapsed stacks in DIR, "
+                         "with the server's log: run with QUEUEADMIN_LOG_LEVEL=DEBUG for the relay's timings)")
     args = ap.parse_args()
+    servers = args.server or [DEFAULT_SERVER]
+    load = [os.getloadavg()[0]]
+    results: dict[str, list[dict]] = {name: [] for name in servers}
     with tempfile.TemporaryDirectory(prefix="qa-bench-") as d:
         tmp = Path(d)
         redis_proc = setup(tmp)
-        daphne = None
         try:
             sample, big = populate(args.requests, args.items)
-            rows = time_pages(sample, big, args.runs)
+            rows = [] if args.no_pages else time_pages(sample, big, args.runs)
             cookie = session_cookie()
-            daphne, port = start_daphne(tmp)
-            ws = asyncio.run(ws_bench(port, cookie, big, args.sockets, args.events, args.gap))
+            for n in range(args.rounds):  # servers interleaved, so that load from elsewhere spreads over all
+                for name in servers:
+                    profile = None
+                    if args.profile:
+                        args.profile.mkdir(parents=True, exist_ok=True)
+                        profile = args.profile / f"{name}-{n + 1}.txt"
+                    res = ws_round(SERVERS[name], tmp, cookie, big, args.sockets, args.events, args.gap, profile)
+                    results[name].append(res)
+                    print(f"round {n + 1} {name}: p50 {res['p50']:.0f} ms, p99 {res['p99']:.0f} ms, "
+                          f"server CPU {res['server_cpu']:.0%}, client CPU {res['client_cpu']:.0%}, "
+                          f"load {os.getloadavg()[0]:.1f}", file=sys.stderr)
         finally:
-            if daphne is not None and daphne.poll() is None:
-                os.kill(daphne.pid, signal.SIGTERM)
-                try:
-                    daphne.wait(10)
-                except subprocess.TimeoutExpired:
-                    os.kill(daphne.pid, signal.SIGKILL)
             from core import embedded
 
             embedded.stop(redis_proc)
+    load.append(os.getloadavg()[0])
     print(f"\nqueueadmin dashboard benchmark — {args.requests:,} requests queued, {args.items:,} items pending, "
-          f"{os.cpu_count()} CPUs\n")
-    print(f"| {'measure':<42} | {'median':>9} | {'p95':>9} | goal     |")
-    print(f"|{'-' * 44}|{'-' * 11}|{'-' * 11}|----------|")
-    for name, med, p95 in rows:
-        print(f"| {name:<42} | {med:>6.1f} ms | {p95:>6.1f} ms | < 100 ms |")
-    print(f"\n| {'WebSockets (one daphne process)':<42} | {'value':>21} | goal     |")
-    print(f"|{'-' * 44}|{'-' * 23}|----------|")
-    print(f"| {'sockets watching one request':<42} | {args.sockets:>21,} |          |")
-    print(f"| {'connect + first state, all sockets':<42} | {ws['connect_s']:>19.1f} s |          |")
-    print(f"| {'publish-to-socket latency p50':<42} | {ws['p50']:>18.1f} ms |          |")
-    print(f"| {'publish-to-socket latency p99':<42} | {ws['p99']:>18.1f} ms | < 250 ms |")
-    print(f"| {'publish-to-socket latency max':<42} | {ws['max']:>18.1f} ms |          |")
-    print(f"| {'updates delivered (socket x event)':<42} | {ws['samples']:>9,} / {ws['expected']:>9,} |          |")
-    print(f"| {'sockets that saw the final state':<42} | {ws['complete']:>9,} / {args.sockets:>9,} | all      |")
+          f"{os.cpu_count()} CPUs, load average {load[0]:.1f} at start, {load[1]:.1f} at end\n")
+    if rows:
+        print(f"| {'measure':<42} | {'median':>9} | {'p95':>9} | goal     |")
+        print(f"|{'-' * 44}|{'-' * 11}|{'-' * 11}|----------|")
+        for name, med, p95 in rows:
+            print(f"| {name:<42} | {med:>6.1f} ms | {p95:>6.1f} ms | < 100 ms |")
+        print()
+    w = max(17, *(len(s) for s in servers))
+    med = lambda name, key: statistics.median(r[key] for r in results[name])  # noqa: E731
+    title = (f"{args.sockets} WebSockets on one request, one server process, "
+             f"{args.events} events {args.gap * 1000:.0f} ms apart, median of {args.rounds} round(s)")
+    print(title)
+    print()
+    print(f"| {'measure':<42} | " + " | ".join(f"{s:>{w}}" for s in servers) + " | goal     |")
+    print(f"|{'-' * 44}|" + "|".join("-" * (w + 2) for _ in servers) + "|----------|")
+
+    def line(label, cells, goal=""):
+        print(f"| {label:<42} | " + " | ".join(f"{c:>{w}}" for c in cells) + f" | {goal:<8} |")
+
+    line("connect + first state, all sockets", [f"{med(s, 'connect_s'):.1f} s" for s in servers])
+    line("publish-to-socket latency p50", [f"{med(s, 'p50'):.0f} ms" for s in servers])
+    line("publish-to-socket latency p99", [f"{med(s, 'p99'):.0f} ms" for s in servers], "< 250 ms")
+    line("  p99 of each round", ["/".join(f"{r['p99']:.0f}" for r in results[s]) for s in servers])
+    line("publish-to-socket latency max", [f"{med(s, 'max'):.0f} ms" for s in servers])
+    line("updates delivered (socket x event)",
+         [f"{min(r['samples'] for r in results[s]):,}/{results[s][0]['expected']:,}" for s in servers])
+    line("sockets that saw the final state",
+         [f"{min(r['complete'] for r in results[s]):,}/{args.sockets:,}" for s in servers], "all")
+    line("server CPU while publishing (1 core = 100%)", [f"{med(s, 'server_cpu'):.0%}" for s in servers])
+    line("client CPU (own process)", [f"{med(s, 'client_cpu'):.0%}" for s in servers])
 
 
 if __name__ == "__main__":

@@ -14,12 +14,11 @@ from __future__ import annotations
 import json
 from urllib.parse import parse_qs
 
-from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from core.auth import can_act
-from core.relay import get_relay, group_name, render
+from core.relay import get_relay, group_name
 from core.views.live import valid_topic
 
 
@@ -43,15 +42,16 @@ class LiveConsumer(AsyncWebsocketConsumer):
         self.group = group_name(topic, self.variant)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
-        get_relay().subscribe(self.topic, self.variant, self)
-        await self.send_state()
+        since = get_relay().subscribe(self.topic, self.variant, self)
+        await self.send_state(since)
 
     async def push(self, html: str):
         """Called by the relay of this process with a fresh fragment."""
         await self.send(text_data=html)
 
-    async def send_state(self):
-        html = await sync_to_async(render, thread_sensitive=False)(self.topic, self.variant)
+    async def send_state(self, since: int):
+        """Send the state as of `since` or later (a time on `Relay.clock`)."""
+        html = await get_relay().state(self.topic, self.variant, since)
         if html:
             await self.send(text_data=html)
 
@@ -61,7 +61,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
         except ValueError:
             return
         if isinstance(message, dict) and message.get("refresh"):
-            await self.send_state()
+            await self.send_state(get_relay().now())
 
     async def live_html(self, event):
         """A fragment sent to the group (by anything else than the relay)."""

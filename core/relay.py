@@ -11,11 +11,20 @@ Only what changed is sent: a fragment may be made of parts (joined by
 `<!--qa-part-->`, each a top-level element swapped by its id), and a part
 identical to the one last sent to the group is left out.
 
-Coalescing: a topic is rendered at most once per `MIN_INTERVAL` (100 ms, so
-at most 10 updates a second per page), later if rendering it is slow (twice
-the last render time), and the render always reads the current state from
-Redis after the last event it saw, so a final state is never lost: a
-"finished" event marks the topic dirty and the next render shows it. Topics
+Coalescing: renders of a topic start at least `MIN_INTERVAL` apart (100 ms,
+so at most 10 updates a second per page), further apart if rendering it is
+slow (twice the last render time, so that rendering one topic takes at most
+half of a thread), and the render always reads the current state from Redis
+after the last event it saw, so a final state is never lost: a "finished"
+event marks the topic dirty and the next render shows it. The time spent
+handing a fragment to the sockets does not push the next render back: an
+event that arrives while the sockets are being served is rendered as soon as
+the interval allows.
+
+State on connect: a socket that connects gets the current state of its
+topic first (`Relay.state`). Sockets of one topic that connect together (a
+reconnect storm after a restart) share a render, but only one that started
+after they subscribed, so it is never older than their connection. Topics
 whose content moves without events (worker heartbeats, ages, throughput) are
 also refreshed on a timer. After the pub/sub connection drops and comes back,
 every topic is re-rendered.
@@ -63,8 +72,9 @@ def render(topic: str, variant: str) -> str:
 @dataclass
 class TopicState:
     dirty: bool = True
-    last: float = 0.0  # monotonic time of the last render
-    cost: float = 0.0  # seconds the last render took
+    dirty_since: float | None = None  # monotonic time of the first event not yet rendered
+    last: float = 0.0  # monotonic time the last render started
+    cost: float = 0.0  # seconds the last render took (rendering only, not sending)
     events: int = 0
     variants: Counter = field(default_factory=Counter)
 
@@ -81,10 +91,14 @@ class Relay:
         self.stats = Counter()
         self.sent: dict[tuple[str, str], list[str]] = {}  # last parts sent to each group
         self.members: dict[tuple[str, str], set] = {}  # consumers of this process, by (topic, variant)
+        self.clock = 0  # counts subscriptions and state renders, to order them
+        self.states: dict[tuple[str, str], tuple[int, asyncio.Future]] = {}  # state renders under way
 
     # -- subscribers ------------------------------------------------------------
 
-    def subscribe(self, topic: str, variant: str, member=None) -> None:
+    def subscribe(self, topic: str, variant: str, member=None) -> int:
+        """Watch (topic, variant); returns the subscription's place in time,
+        for `state`."""
         st = self.topics.setdefault(topic, TopicState(dirty=False, last=time.monotonic()))
         st.variants[variant] += 1
         if member is not None:
@@ -92,6 +106,31 @@ class Relay:
         self.sent.pop((topic, variant), None)  # the next render goes out whole
         self.idle_since = None
         self.start()
+        return self.now()
+
+    def now(self) -> int:
+        """A time on the relay's clock, which orders subscriptions, requests
+        for the state and the state renders."""
+        self.clock += 1
+        return self.clock
+
+    async def state(self, topic: str, variant: str, since: int) -> str:
+        """The current state of (topic, variant), for a socket that subscribed
+        at `since`: a render started after that subscription, shared with the
+        sockets that ask while it runs."""
+        key = (topic, variant)
+        entry = self.states.get(key)
+        if entry is None or entry[0] <= since:
+            future = asyncio.ensure_future(sync_to_async(render, thread_sensitive=False)(topic, variant))
+            entry = self.states[key] = (self.now(), future)
+            future.add_done_callback(lambda f, key=key, entry=entry: self._state_done(key, entry))
+        return await asyncio.shield(entry[1])
+
+    def _state_done(self, key, entry) -> None:
+        if self.states.get(key) is entry:
+            del self.states[key]
+        if not entry[1].cancelled():
+            entry[1].exception()  # retrieved: the sockets that asked raise it themselves
 
     def unsubscribe(self, topic: str, variant: str, member=None) -> None:
         members = self.members.get((topic, variant))
@@ -116,6 +155,8 @@ class Relay:
     def mark(self, topic: str) -> None:
         st = self.topics.get(topic)
         if st is not None:
+            if st.dirty_since is None:
+                st.dirty_since = time.monotonic()
             st.dirty = True
             st.events += 1
             self.wake.set()
@@ -227,13 +268,18 @@ class Relay:
         if st is None:
             return
         st.dirty = False
-        started = time.monotonic()
+        started = st.last = time.monotonic()
+        waited, st.dirty_since = (started - st.dirty_since if st.dirty_since else 0.0), None
+        rendering = sending = 0.0
         for variant in [v for v in VARIANTS if st.variants.get(v)]:
+            t = time.monotonic()
             try:
                 html = await sync_to_async(render, thread_sensitive=False)(topic, variant)
             except Exception:
                 log.exception("relay: rendering %s failed", topic)
                 continue
+            finally:
+                rendering += time.monotonic() - t
             if not html:
                 continue
             # Send only the parts that changed since the last send to this
@@ -247,9 +293,13 @@ class Relay:
                 changed = parts
             self.sent[(topic, variant)] = parts
             if changed:
+                t = time.monotonic()
                 await self.fan_out(topic, variant, "".join(changed))
-        st.last = time.monotonic()
-        st.cost = st.last - started
+                sending += time.monotonic() - t
+        st.cost = rendering
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("relay: %s waited %.1f ms, rendered in %.1f ms, sent in %.1f ms (%d events)",
+                      topic, waited * 1000, rendering * 1000, sending * 1000, st.events)
 
     async def fan_out(self, topic: str, variant: str, html: str) -> None:
         """Hand the HTML to every socket watching (topic, variant) in this
