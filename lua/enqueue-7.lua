@@ -16,6 +16,8 @@
     ARGV[4] de-dup key ("" for none)
     ARGV[5] delay in ms (0 = now)
     ARGV[6] tokens to make (<= concurrency; a request never needs more tokens than items)
+    ARGV[7] "1" if the ready time is kept in a schedule shard (far off; see
+            core/engine/schedule.py): register it as scheduled, leave `sched` alone
 
   Output:
     {0, id}        queued
@@ -38,7 +40,7 @@ local now = now_ms()
 redis.call('ZADD', KEYS[7], now, rid)
 if delay > 0 then
   redis.call('HSET', KEYS[3], rid, req_value(p, c, m, 's'))
-  redis.call('ZADD', KEYS[6], now + delay, rid)
+  if ARGV[7] ~= '1' then redis.call('ZADD', KEYS[6], now + delay, rid) end
   return {1, rid}
 end
 

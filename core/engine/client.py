@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
+from . import schedule
 from .config import MAX_CONCURRENCY, QueueConfig
 from .keys import GROUP, Keys, QueueKeys, RequestKeys
 from .scripts import Code, Scripts, ScriptError, check
@@ -190,10 +191,15 @@ class QueueClient:
         return self.add(rid, [], finalize=True)
 
     def _enqueue(self, pipe, queue, rid, priority, concurrency, dedup_key, delay_ms, items=None):
-        """Register with the queue; `items` (when known) caps the tokens made."""
+        """Register with the queue; `items` (when known) caps the tokens made.
+        A far-off request's time goes to a schedule shard first (schedule.py)."""
         qk = self.keys.queue(queue)
+        far = schedule.is_far(delay_ms)
+        if far:
+            schedule.add(self, queue, rid, delay_ms)
         self.scripts.pipe(pipe, "enqueue", [qk.tokens, qk.seq, qk.reqs, qk.wake, qk.dedup, qk.sched, qk.index],
-                          [rid, priority, concurrency, dedup_key, delay_ms, concurrency if items is None else items])
+                          [rid, priority, concurrency, dedup_key, delay_ms, concurrency if items is None else items,
+                           1 if far else 0])
 
     def _enqueued(self, rid: str, answer) -> Submission:
         code, other = int(answer[0]), answer[1]
@@ -343,7 +349,8 @@ class QueueClient:
         """Make a scheduled request due now; False if it is not scheduled."""
         qk = self.keys.queue(queue)
         if not self.redis.zadd(qk.sched, {rid: 0}, xx=True, ch=True) and self.redis.zscore(qk.sched, rid) is None:
-            return False
+            if not schedule.run_now(self, queue, rid):  # far off: in a schedule shard
+                return False
         self.redis.rpush(qk.wake, 1)  # an idle worker wakes, ticks and promotes it
         return True
 

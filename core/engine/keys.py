@@ -52,8 +52,11 @@ class QueueKeys:
         return self._k("reqs")
 
     @property
-    def sched(self) -> str:  # ZSET request id -> ready time (ms)
+    def sched(self) -> str:  # ZSET request id -> ready time (ms), the near-term schedule
         return self._k("sched")
+
+    def sched_shard(self, k: int) -> str:  # ZSET request id -> ready time (ms), far-off, own slot (schedule.py)
+        return f"{self.prefix}:{{qs:{self.name}:{k}}}:sched"
 
     @property
     def dedup(self) -> str:  # HASH de-dup key -> request id

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 
+from . import schedule
 from .client import QueueClient
 from .registry import Registry
 
@@ -24,6 +25,7 @@ class Upkeep:
 
     def tick(self, queue: str) -> list[str]:
         """One upkeep pass over a queue's dispatch; returns promoted request ids."""
+        schedule.move(self.client, queue)  # far-off requests now near: from their shards to `sched`
         qk = self.keys.queue(queue)
         promoted, *_ = self.scripts("tick", [qk.sched, qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked,
                                              qk.wake, qk.lastserved], [TICK_BATCH, self.aging_ms])
