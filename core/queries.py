@@ -24,6 +24,7 @@ import redis as redis_lib
 from django.conf import settings
 
 from core import services
+from core.engine import schedule
 from core.engine.client import TERMINAL, parse_status
 from core.engine.keys import GROUP
 
@@ -587,7 +588,7 @@ def scheduled(queue: str | None = None) -> list[dict]:
     r, k = rdb(), keys()
     rows = []
     for name in ([queue] if queue else queue_names()):
-        due = r.zrange(k.queue(name).sched, 0, 4999, withscores=True)
+        due = schedule.entries(services.engine(), name, 5000)  # near-term `sched` and the far-off shards
         if not due:
             continue
         pipe = r.pipeline(transaction=False)
@@ -595,6 +596,8 @@ def scheduled(queue: str | None = None) -> list[dict]:
             pipe.hmget(k.request(rid).meta, "processor", "priority", "concurrency", "total", "created_at",
                        "expires_at", "dedup_key", "state")
         for (rid, at), (proc, prio, conc, total, created, expires, dkey, state) in zip(due, pipe.execute()):
+            if state in TERMINAL:
+                continue  # cancelled while far off: its shard entry goes when its time is near
             rows.append({"request": rid, "queue": name, "start_at": at / 1000, "processor": proc or "",
                          "priority": _int(prio), "concurrency": _int(conc), "total": _int(total),
                          "created_at": _int(created) / 1000 if created else None,

@@ -116,3 +116,15 @@ def test_run_now_and_priority_changes_reach_a_far_off_request(qc):
     st = qc.status(sub.id)
     assert (st["state"], st["priority"]) == ("completed", 70)
     assert not qc.run_now("default", sub.id)
+
+
+def test_the_dashboard_lists_near_and_far_off_requests(qc):
+    from core import queries
+
+    near = qc.submit("default", "echo", ["near"], delay=30)
+    far = qc.submit("default", "echo", ["far"], delay=3600)
+    gone = qc.submit("default", "echo", ["gone"], delay=7200)
+    qc.cancel(gone.id)
+    rows = queries.scheduled("default")
+    assert [row["request"] for row in rows] == [near.id, far.id]
+    assert rows[1]["start_at"] == pytest.approx(time.time() + 3600, abs=5)

@@ -108,20 +108,17 @@ def run_now(client, queue: str, rid: str) -> bool:
 
 def entries(client, queue: str, limit: int = 5000) -> list[tuple[str, float]]:
     """Scheduled requests of a queue, both levels: (id, ready time ms), soonest
-    first; entries whose request is no longer scheduled are left out."""
+    first. A request cancelled while far off stays in its shard until its time
+    is near (check the request's state)."""
     r, qk = client.redis, client.keys.queue(queue)
     pipe = r.pipeline(transaction=False)
     pipe.zrange(qk.sched, 0, limit - 1, withscores=True)
     for k in range(SHARDS):
         pipe.zrange(qk.sched_shard(k), 0, limit - 1, withscores=True)
-    pipe.hgetall(qk.reqs)
-    *levels, reqs = pipe.execute()
-    scheduled = {rid for rid, v in reqs.items() if v.endswith("|s")}
     best: dict[str, float] = {}
-    for level in levels:
+    for level in pipe.execute():
         for rid, ready in level:
-            if rid in scheduled and rid not in best:
-                best[rid] = ready
+            best.setdefault(rid, ready)
     return sorted(best.items(), key=lambda e: e[1])[:limit]
 
 
