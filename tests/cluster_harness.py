@@ -251,3 +251,21 @@ def _free_ports(n: int) -> list[int]:
         for s in held:
             s.close()
     return ports
+
+
+if __name__ == "__main__":  # a local cluster to try queueadmin on: prints its REDIS_URL, runs until Ctrl-C
+    import argparse
+    import tempfile
+
+    ap = argparse.ArgumentParser(description="Start a local Redis Cluster (3 masters + 3 replicas) until Ctrl-C.")
+    ap.add_argument("--dir", type=Path, help="data directory (default: a new temp dir)")
+    args = ap.parse_args()
+    with LocalCluster(args.dir or Path(tempfile.mkdtemp(prefix="qa-cluster-"))) as cluster:
+        print(f"REDIS_URL={cluster.url}", flush=True)
+        print(f"masters: {cluster.masters()}; data in {cluster.base_dir}; Ctrl-C stops it", flush=True)
+        signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops the nodes too
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
