@@ -282,6 +282,22 @@ def tree_line(root: Path) -> str:
     return f"{root} at {head}" + (" + uncommitted engine changes" if dirty else "")
 
 
+_SNAPSHOT_SKIP = shutil.ignore_patterns(".git", ".venv", "var", "bench", "node_modules", "__pycache__", "*.pyc",
+                                        "screenshots", "static_vendor", "*.sqlite3", "*.rdb", "*.aof",
+                                        "appendonlydir", ".pytest_cache")
+
+
+def snapshot(root: Path) -> tuple[Path, str]:
+    """Copy the tree to measure (as it is on disk now, uncommitted edits
+    included) into a temp dir, so that a long run measures one version even
+    while others keep editing the working tree. Returns (copy, description)."""
+    desc = tree_line(root)
+    dest = Path(tempfile.mkdtemp(prefix="qa-bench-tree-")) / "tree"
+    shutil.copytree(root, dest, ignore=_SNAPSHOT_SKIP)
+    atexit.register(shutil.rmtree, dest.parent, True)
+    return dest, f"{desc} (snapshot taken {time.strftime('%H:%M:%S')})"
+
+
 class Deadline:
     def __init__(self, seconds: float):
         self.end = time.monotonic() + seconds

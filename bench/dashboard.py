@@ -349,20 +349,21 @@ def ws_round(server_cmd: list[str], tmp: Path, cookie: str, rid: str, sockets: i
             "expected": sockets * events, "server_cpu": server_cpu / wall, "client_cpu": result["cpu_s"] / wall}
 
 
-# The ASGI servers this benchmark can measure. "uvicorn" is the one bin/run starts
-# (keep the two in step).
+# The ASGI servers this benchmark can measure. DEFAULT_SERVER is the one
+# bin/run starts (keep the two in step).
+def _uvicorn(loop: str, http: str, ws: str) -> list[str]:
+    return ["{bin}/uvicorn", "--host", "127.0.0.1", "--port", "{port}", "--loop", loop, "--http", http, "--ws", ws,
+            "--no-access-log", "--log-level", "warning", "queueadmin.asgi:application"]
+
+
 SERVERS = {
-    "uvicorn": ["{bin}/uvicorn", "--host", "127.0.0.1", "--port", "{port}", "--loop", "uvloop", "--http", "httptools",
-                "--ws", "websockets", "--no-access-log", "--log-level", "warning", "queueadmin.asgi:application"],
-    "uvicorn-wsproto": ["{bin}/uvicorn", "--host", "127.0.0.1", "--port", "{port}", "--loop", "uvloop", "--http",
-                        "httptools", "--ws", "wsproto", "--no-access-log", "--log-level", "warning",
-                        "queueadmin.asgi:application"],
-    "uvicorn-asyncio": ["{bin}/uvicorn", "--host", "127.0.0.1", "--port", "{port}", "--loop", "asyncio", "--http",
-                        "h11", "--ws", "websockets", "--no-access-log", "--log-level", "warning",
-                        "queueadmin.asgi:application"],
+    "uvicorn-wsproto": _uvicorn("uvloop", "httptools", "wsproto"),
+    "uvicorn-sansio": _uvicorn("uvloop", "httptools", "websockets-sansio"),
+    "uvicorn-websockets": _uvicorn("uvloop", "httptools", "websockets"),
+    "uvicorn-asyncio": _uvicorn("asyncio", "h11", "wsproto"),
     "daphne": ["{bin}/daphne", "-b", "127.0.0.1", "-p", "{port}", "queueadmin.asgi:application"],
 }
-DEFAULT_SERVER = "uvicorn"
+DEFAULT_SERVER = "uvicorn-wsproto"
 
 
 def start_server(cmd: list[str], log_path: Path) -> tuple[subprocess.Popen, int]:

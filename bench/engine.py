@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchlib import PROCS, ROOT, Deadline, RedisServer, Report, fmt, install_signal_cleanup, machine_line, table, tree_line  # noqa: E402
+from benchlib import PROCS, ROOT, Deadline, RedisServer, Report, fmt, install_signal_cleanup, machine_line, table, snapshot, tree_line  # noqa: E402
 from qa import QA, drain, latency, rate_from_records  # noqa: E402
 
 
@@ -45,6 +45,8 @@ def main(argv=None) -> int:
     ap.add_argument("--aof", action="store_true", help="run Redis with AOF on (appendfsync everysec)")
     ap.add_argument("--root", type=Path, default=ROOT,
                     help="queueadmin checkout to measure (default: this one); e.g. a `git archive` of a commit")
+    ap.add_argument("--live", action="store_true",
+                    help="run the tree in place instead of a snapshot copy taken at the start")
     ap.add_argument("--only", default="", help="comma-separated steps: submit,e2e,latency,drain")
     args = ap.parse_args(argv)
     install_signal_cleanup()
@@ -58,16 +60,17 @@ def main(argv=None) -> int:
     steps = set(args.only.split(",")) if args.only else {"submit", "e2e", "latency", "drain"}
 
     rep = Report("engine-quick" if q else "engine")
+    root, measured = (args.root, tree_line(args.root)) if args.live else snapshot(args.root)
     rep(f"# queueadmin engine benchmark{' (--quick)' if q else ''}")
     rep(f"# {machine_line()}")
     server = RedisServer(appendonly=args.aof)
     rep(f"# redis-server {server.version} on 127.0.0.1:{server.port}, AOF {'on (everysec)' if args.aof else 'off'}, "
         f"no RDB; workers: real `manage.py queue_worker --processes N` processes")
-    rep(f"# measured: {tree_line(args.root)}; load average at start {os.getloadavg()[0]:.2f}")
-    qa = QA(server.url, root=args.root)
+    rep(f"# measured: {measured}; load average at start {os.getloadavg()[0]:.2f}")
+    qa = QA(server.url, root=root)
     qa.migrate()
     rows, data = [], rep.data
-    data["meta"] = {"quick": q, "aof": args.aof, "redis": server.version, "root": tree_line(args.root),
+    data["meta"] = {"quick": q, "aof": args.aof, "redis": server.version, "root": measured,
                     "machine": machine_line()}
 
     def row(name, value, unit, note=""):

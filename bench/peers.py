@@ -46,7 +46,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchlib import (BENCH, OUT, PROCS, ROOT, Deadline, RedisServer, Report, fmt, install_signal_cleanup,  # noqa: E402
-                      machine_line, median, percentile, redis_binary, steady_rate, table, tree_line)
+                      machine_line, median, percentile, redis_binary, steady_rate, table, snapshot, tree_line)
 from qa import QA, drain  # noqa: E402
 
 PEERS = BENCH / "peers"
@@ -115,15 +115,15 @@ class System:
         self.bulk_name = ""
 
 
-def systems(py: Path, py_arq: Path, qa_python: str) -> list[System]:
+def systems(py: Path, py_arq: Path, qa_python: str, qa_root: Path) -> list[System]:
     def two(python, script):
         return lambda url: [([python, script, "worker", "--url", url], PEERS, {})] * 2
 
     node = shutil.which("node") or "node"
     return [
         System("qa", "queueadmin", "qa_bench.py", qa_python,
-               lambda url: [([qa_python, ROOT / "manage.py", "queue_worker", "--queues", "bench", "--processes", 2],
-                             ROOT, {})]),
+               lambda url: [([qa_python, "manage.py", "queue_worker", "--queues", "bench", "--processes", 2],
+                             qa_root, {})]),
         System("rq", "RQ", "rq_bench.py", py, two(py, "rq_bench.py")),
         System("celery", "Celery", "celery_bench.py", py, two(py, "celery_bench.py")),
         System("dramatiq", "Dramatiq", "dramatiq_bench.py", py,
@@ -384,6 +384,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-curves", action="store_true", help="skip queueadmin's scaling curves")
     ap.add_argument("--no-ceiling", action="store_true", help="skip redis-benchmark")
     ap.add_argument("--setup-only", action="store_true", help="install the peers and exit")
+    ap.add_argument("--live", action="store_true",
+                    help="run queueadmin's tree in place instead of a snapshot copy taken at the start")
     ap.add_argument("--root", type=Path, default=ROOT, help="queueadmin checkout to measure (default: this one)")
     args = ap.parse_args(argv)
     install_signal_cleanup()
@@ -404,22 +406,23 @@ def main(argv=None) -> int:
         return 0
 
     t_start = time.monotonic()
+    root, measured = (args.root, tree_line(args.root)) if args.live else snapshot(args.root)
     server = RedisServer(appendonly=False)
     rep(f"# queueadmin vs peers{' (--quick)' if q else ''}: {runs} run(s) each, medians")
     rep(f"# {machine_line()}")
     rep(f"# redis-server {server.version} on 127.0.0.1:{server.port} (AOF and RDB off); {n:,} jobs for enqueue and "
         f"drain (drain capped at {cap:.0f} s of work per run), latency {lat_n:,} jobs at {args.rate:.0f}/s, "
         f"memory {mem_n:,} jobs")
-    rep(f"# queueadmin measured: {tree_line(args.root)}")
+    rep(f"# queueadmin measured: {measured}")
     rep(f"# load average at start: {os.getloadavg()[0]:.2f} (the machine is shared: other processes add noise)")
-    qa = QA(server.url, root=args.root, extra_processors={"bench": "benchrec.qa_job"}, pythonpath=[PEERS])
+    qa = QA(server.url, root=root, extra_processors={"bench": "benchrec.qa_job"}, pythonpath=[PEERS])
     qa.migrate()
     bench = Bench(args, rep, server, qa)
     data = rep.data
     data["meta"] = {"quick": q, "runs": runs, "n": n, "mem_n": mem_n, "lat_n": lat_n, "rate": args.rate,
-                    "redis": server.version, "machine": machine_line(), "root": tree_line(args.root)}
+                    "redis": server.version, "machine": machine_line(), "root": measured}
     wanted = [k.strip() for k in args.systems.split(",") if k.strip()]
-    chosen = [s for s in systems(py, py_arq, sys.executable) if s.key in wanted]
+    chosen = [s for s in systems(py, py_arq, sys.executable, qa.root) if s.key in wanted]
     results: dict[str, dict] = {}
     per_run: dict[str, list] = {s.key: [] for s in chosen}
     failed: dict[str, str] = {}
