@@ -156,6 +156,75 @@ class RedisServer:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+# -- CPU time -------------------------------------------------------------------
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_table() -> dict[int, tuple[int, float]]:
+    """pid -> (parent pid, CPU seconds used so far) for every process."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(d)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK)
+    return out
+
+
+def tree_cpu(pids) -> float:
+    """CPU seconds (user + system) of these processes and all their descendants, alive now."""
+    table = _proc_table()
+    kids: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        kids.setdefault(ppid, []).append(pid)
+    total, todo, seen = 0.0, list(pids), set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen or pid not in table:
+            continue
+        seen.add(pid)
+        total += table[pid][1]
+        todo.extend(kids.get(pid, []))
+    return total
+
+
+def redis_cpu(r) -> float:
+    info = r.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+class CpuMeter:
+    """CPU time per job of the workers (process trees) and of redis-server,
+    from samples taken while jobs complete. Unlike a rate, it does not
+    depend on what else the machine runs at the time."""
+
+    def __init__(self, r, pids):
+        self.r, self.pids, self.samples = r, list(pids), []
+
+    def sample(self, done: int) -> None:
+        try:
+            self.samples.append((done, tree_cpu(self.pids), redis_cpu(self.r)))
+        except Exception:
+            pass
+
+    def per_job(self, expect: int) -> dict:
+        """From the first sample past 5% of `expect` (start-up excluded) to the
+        last one (taken while the workers are still alive)."""
+        pts = [s for s in self.samples if s[0] >= max(1, 0.05 * expect)]
+        if len(pts) < 2:
+            return {}
+        a, b = pts[0], pts[-1]
+        n = b[0] - a[0]
+        if n < 0.3 * expect:
+            return {}
+        return {"worker_us": (b[1] - a[1]) / n * 1e6, "redis_us": (b[2] - a[2]) / n * 1e6, "cpu_jobs": n}
+
+
 # -- statistics ---------------------------------------------------------------
 
 def percentile(values, p: float) -> float | None:

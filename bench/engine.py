@@ -38,6 +38,13 @@ from benchlib import PROCS, ROOT, Deadline, RedisServer, Report, fmt, install_si
 from qa import QA, drain, latency, rate_from_records  # noqa: E402
 
 
+def cpu(res: dict) -> str:
+    """CPU per item of the worker processes and of redis-server (robust to other load)."""
+    if "worker_us" not in res:
+        return "CPU —"
+    return f"CPU/item: workers {res['worker_us']:.0f} µs + redis {res['redis_us']:.0f} µs"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="small counts: a smoke run of a minute or so")
@@ -149,19 +156,20 @@ def main(argv=None) -> int:
                 data["drain"][f"requests_{depth}"] = res
                 base = base or res["rate"]
                 row(f"drain, 2 procs: {depth:,} request(s) queued ({per:,} items each)", fmt(res["rate"]), "items/s",
-                    f"{res.get('us_per_item', 0):.0f} µs/item over the first {T:,} items; ×{res['rate'] / base:.2f} vs 1")
+                    f"{res.get('us_per_item', 0):.0f} µs/item over the first {T:,} items; ×{res['rate'] / base:.2f} vs 1; {cpu(res)}")
             n_small = T // 10
             res = drain(qa, server, [(10, 50)] * n_small, timeout=900)
             data["drain"]["small_requests"] = res
             row(f"drain, 2 procs: {n_small:,} requests of 10 items, all complete", fmt(res["rate"]), "items/s",
-                f"{res.get('us_per_item', 0):.0f} µs/item incl. each request's completion; ×{res['rate'] / base:.2f} vs 1")
+                f"{res.get('us_per_item', 0):.0f} µs/item incl. each request's completion; ×{res['rate'] / base:.2f} vs 1; "
+                f"{cpu(res)}")
             for levels in (1, 100):
                 layout = [(T // 100, 99 - (k % levels)) for k in range(100)]
                 res = drain(qa, server, layout, timeout=600)
                 data["drain"][f"levels_{levels}"] = res
                 row(f"drain, 2 procs: 100 requests over {levels} priority level(s), all complete", fmt(res["rate"]),
                     "items/s", f"{res.get('us_per_item', 0):.0f} µs/item, {T // 100:,} items each; "
-                    f"×{res['rate'] / base:.2f} vs 1 request")
+                    f"×{res['rate'] / base:.2f} vs 1 request; {cpu(res)}")
     finally:
         PROCS.stop_all()
         server.stop()

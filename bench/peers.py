@@ -45,7 +45,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchlib import (BENCH, OUT, PROCS, ROOT, Deadline, RedisServer, Report, fmt, install_signal_cleanup,  # noqa: E402
+from benchlib import (BENCH, OUT, PROCS, ROOT, CpuMeter, Deadline, RedisServer, Report, fmt, install_signal_cleanup,  # noqa: E402
                       machine_line, median, percentile, redis_binary, steady_rate, table, snapshot, tree_line)
 from qa import QA, drain  # noqa: E402
 
@@ -184,7 +184,8 @@ class Bench:
                 pass
         return out
 
-    def wait_count(self, stats: Path, expect: int, procs, cap: float, startup: float = 60.0) -> dict[str, dict]:
+    def wait_count(self, stats: Path, expect: int, procs, cap: float, startup: float = 60.0,
+                   meter: CpuMeter | None = None) -> dict[str, dict]:
         """Until `expect` jobs are done, `cap` seconds after the first one
         started, or no progress for 30 s (`startup` s before the first)."""
         t_begin = time.monotonic()
@@ -192,6 +193,8 @@ class Bench:
         while True:
             st = self.read_stats(stats)
             n = sum(v["count"] for v in st.values())
+            if meter is not None:
+                meter.sample(n)
             now = time.monotonic()
             if n != last_n:
                 last_n, last_change = n, now
@@ -228,16 +231,20 @@ class Bench:
     def drain_queued(self, s: System, n: int, cap: float, tag: str) -> dict:
         stats = Path(tempfile.mkdtemp(prefix=f"{s.key}-{tag}-", dir=self.tmp))
         procs = self.start_workers(s, stats)
+        meter = CpuMeter(self.server.r, [p.pid for p in procs])
         try:
-            st = self.wait_count(stats, n, procs, cap)
+            st = self.wait_count(stats, n, procs, cap, meter=meter)
         finally:
             self.stop_workers(procs)
         st = self.read_stats(stats) or st
         res = steady_rate({k: {"first": v["first"], "last": v["last"], "count": v["count"],
                                "buckets": v["buckets"]} for k, v in st.items() if v.get("first")})
         res["capped"] = res["count"] < n
+        res.update(meter.per_job(min(n, res["count"]) if res["capped"] else n))
+        cpu = (f"; CPU/job: workers {res['worker_us']:.0f} µs + redis {res['redis_us']:.0f} µs"
+               if "worker_us" in res else "")
         self.rep(f"    drain {tag} ({res['count']:,} of {n:,} jobs{', time cap' if res['capped'] else ''}, "
-                 f"{res.get('workers', 0)} processes ran jobs): {fmt(res['rate'])}/s")
+                 f"{res.get('workers', 0)} processes ran jobs): {fmt(res['rate'])}/s{cpu}")
         return res
 
     def latency(self, s: System, n: int) -> dict:
@@ -350,8 +357,10 @@ def curves(bench: Bench, quick: bool) -> dict:
     out = {"T": T, "requests": [], "levels": [], "sizes": [], "processes": []}
 
     def note(kind, x, res):
+        cpu = (f", CPU/item workers {res['worker_us']:.0f} µs + redis {res['redis_us']:.0f} µs"
+               if "worker_us" in res else "")
         rep(f"    {kind} {x:>9,}: {fmt(res['rate'])} items/s ({res.get('us_per_item', 0):.0f} µs/item, "
-            f"{res['done']:,} done, {res['wall_s']:.1f} s)")
+            f"{res['done']:,} done, {res['wall_s']:.1f} s{cpu})")
         out[kind].append({"x": x, **{k: v for k, v in res.items() if not isinstance(v, dict)}})
 
     rep(f"\n## queueadmin scaling (2 worker processes unless said; {T:,} items measured each; echo processor)")
@@ -490,16 +499,24 @@ def summarize(s: System, per_run: list[dict], mem: dict) -> dict:
            "enqueue": med(lambda r: r["enqueue"]), "bulk": med(lambda r: r.get("bulk")),
            "drain": med(lambda r: r["drain"]["rate"]), "p50": med(lambda r: r["latency"]["p50"]),
            "p99": med(lambda r: r["latency"]["p99"]),
-           "capped": any(r["drain"].get("capped") for r in per_run)}
+           "capped": any(r["drain"].get("capped") for r in per_run),
+           "cpu_worker": med(lambda r: r["drain"].get("worker_us")), "cpu_redis": med(lambda r: r["drain"].get("redis_us"))}
     out["mem"] = mem.get("bulk", mem.get("single")) if s.key != "qa" else mem.get("single")
     if s.key == "qa":
         out["drain_single"] = med(lambda r: r["drain_single"]["rate"])
+        out["cpu_worker_single"] = med(lambda r: r["drain_single"].get("worker_us"))
+        out["cpu_redis_single"] = med(lambda r: r["drain_single"].get("redis_us"))
         out["mem_bulk"] = mem.get("bulk")
     return out
 
 
 COLS = [("enqueue", "enqueue 1-by-1/s", "rate"), ("bulk", "bulk enqueue/s", "rate"), ("drain", "drain/s", "rate"),
+        ("cpu_worker", "worker CPU µs/job", "time"), ("cpu_redis", "redis CPU µs/job", "time"),
         ("p50", "p50 ms", "time"), ("p99", "p99 ms", "time"), ("mem", "bytes/job", "size")]
+
+
+def us(v) -> str:
+    return "—" if v is None else f"{v:.0f}"
 
 
 def write_side_by_side(rep: Report, results: dict, chosen, quiet=False) -> None:
@@ -512,12 +529,13 @@ def write_side_by_side(rep: Report, results: dict, chosen, quiet=False) -> None:
             rows.append([s.label, "FAILED"] + [""] * (len(COLS) + 1))
             continue
         rows.append([f"{s.label} {s.version}".strip(), fmt(r["enqueue"]), fmt(r["bulk"]),
-                     fmt(r["drain"]) + ("*" if r.get("capped") else ""), fmt(r["p50"], "ms"), fmt(r["p99"], "ms"),
-                     fmt(r["mem"]), s.how])
+                     fmt(r["drain"]) + ("*" if r.get("capped") else ""), us(r.get("cpu_worker")),
+                     us(r.get("cpu_redis")), fmt(r["p50"], "ms"), fmt(r["p99"], "ms"), fmt(r["mem"]), s.how])
         if s.key == "qa":
-            rows.append(["  queueadmin, jobs = 1-item requests", "", "", fmt(r.get("drain_single")), "", "",
-                         "", "drain of one-item requests"])
-            rows.append(["  queueadmin, items of one request", "", "", "", "", "", fmt(r.get("mem_bulk")),
+            rows.append(["  queueadmin, jobs = 1-item requests", "", "", fmt(r.get("drain_single")),
+                         us(r.get("cpu_worker_single")), us(r.get("cpu_redis_single")), "", "", "",
+                         "drain of one-item requests"])
+            rows.append(["  queueadmin, items of one request", "", "", "", "", "", "", "", fmt(r.get("mem_bulk")),
                          "memory per item in one big request"])
     text = table(["system", *[c[1] for c in COLS], "workers"], rows, "l" + "r" * len(COLS) + "l")
     path = OUT / ("peers-table-quick.txt" if rep.path.name.endswith("quick.txt") else "peers-table.txt")
@@ -525,7 +543,9 @@ def write_side_by_side(rep: Report, results: dict, chosen, quiet=False) -> None:
     if quiet:
         return
     rep(text)
-    rep("(* drain stopped by the time cap before all jobs ran; the rate is still the steady rate)")
+    rep("(* drain stopped by the time cap before all jobs ran; the rate is still the steady rate. CPU µs/job: CPU "
+        "time of the worker processes and of redis-server per job drained, from /proc and INFO cpu; unlike the "
+        "rates it does not depend on other load on the machine)")
     qa = results.get("qa")
     if not qa or "error" in qa:
         return
@@ -544,6 +564,8 @@ def write_side_by_side(rep: Report, results: dict, chosen, quiet=False) -> None:
                 cells.append("—")
             elif kind == "rate":
                 cells.append(fmt(a / b, "x"))
+            elif key.startswith("cpu") and (a <= 0 or b <= 0):
+                cells.append("—")
             else:
                 cells.append(fmt(b / a, "x"))
         cells.append(fmt(qa["drain_single"] / r["drain"], "x") if qa.get("drain_single") and r.get("drain") else "—")
@@ -562,9 +584,11 @@ def write_curves(rep: Report, c: dict) -> None:
             continue
         base = pts[0]["rate"] if kind != "processes" else next((p["rate"] for p in pts if p["x"] == 2), None)
         rows = [[f"{p['x']:,}", fmt(p["rate"]), f"{p.get('us_per_item', 0):.0f}",
-                 fmt(p["rate"] / base, "x") if base and p["rate"] else "—", f"{p['done']:,}"] for p in pts]
+                 fmt(p["rate"] / base, "x") if base and p["rate"] else "—", us(p.get("worker_us")),
+                 us(p.get("redis_us")), f"{p['done']:,}"] for p in pts]
         rep(f"\n{label}:")
-        rep(table([label, "items/s", "µs/item", "vs first" if kind != "processes" else "vs 2", "items done"], rows))
+        rep(table([label, "items/s", "µs/item", "vs first" if kind != "processes" else "vs 2", "worker CPU µs/item",
+                   "redis CPU µs/item", "items done"], rows))
 
 
 def chart(py: Path, data: dict, quick: bool, rep: Report) -> None:

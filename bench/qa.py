@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import PROCS, ROOT, Deadline, percentile, steady_rate
+from benchlib import PROCS, ROOT, CpuMeter, Deadline, percentile, steady_rate
 
 QUEUE = "bench"
 
@@ -85,6 +85,19 @@ class QA:
             out.extend(r for r in it if r.get("started_at") is not None and r.get("status") == "done")
         return out
 
+    def progress(self, since_minute: int) -> int | None:
+        """Items done in the queue since Redis was flushed, from the per-minute
+        throughput counters the workers keep (cheap to poll); None if the
+        engine has no such counters."""
+        try:
+            keys = [self.client.keys.throughput(QUEUE, m) for m in range(since_minute, int(time.time() // 60) + 1)]
+        except AttributeError:
+            return None
+        pipe = self.redis.pipeline(transaction=False)
+        for k in keys:
+            pipe.hget(k, "done")
+        return sum(int(v or 0) for v in pipe.execute())
+
     def wait_done(self, rids: list[str], expect: int, deadline: Deadline, poll: float = 0.2) -> int:
         """Wait until the requests have `expect` items done in all; returns that count."""
         done = 0
@@ -118,9 +131,10 @@ def rate_from_records(recs: list[dict], first_n: int | None = None) -> dict:
 def drain(qa: QA, server, layout: list[tuple[int, int]], processes: int = 2, window: int | None = None,
           timeout: float = 300.0, concurrency: int | None = None, stop_at: int | None = None) -> dict:
     """Queue requests (layout: [(items, priority), ...]), then start `processes`
-    burst workers and wait until all is done (or until `stop_at` items are done,
-    then stop the workers). Rate: steady window over all items, or over the
-    first `window` finished."""
+    workers, wait until all is done (or `stop_at` items are), then stop them
+    (SIGTERM: they finish what they hold). Rate: steady window over all
+    items, or over the first `window` finished. CPU per item: the workers'
+    process tree and redis-server, sampled while they run."""
     server.flushall()
     qa.define()
     t0 = time.perf_counter()
@@ -131,21 +145,32 @@ def drain(qa: QA, server, layout: list[tuple[int, int]], processes: int = 2, win
     submit_s = time.perf_counter() - t0
     total = sum(i for i, _ in layout)
     expect = stop_at or total
+    minute = int(time.time() // 60)
     t_start = time.time()
-    proc = qa.workers(processes, burst=stop_at is None)
-    done = qa.wait_done(rids, expect, Deadline(timeout), poll=0.25 if len(rids) < 100 else 1.0)
+    proc = qa.workers(processes)
+    meter = CpuMeter(server.r, [proc.pid])  # the worker pool's process tree, and redis-server via INFO
+    deadline = Deadline(timeout)
+    last, since = -1, time.monotonic()
+    while deadline:
+        done = qa.progress(minute)
+        if done != last:
+            last, since = done, time.monotonic()
+        if done is None or time.monotonic() - since > 2.0:  # no (or stalled) counters: ask the requests
+            done = sum(s["done"] for s in qa.client.statuses(rids) if s)
+        meter.sample(done)
+        if done >= expect or proc.poll() is not None:
+            break
+        time.sleep(0.05)
     wall = time.time() - t_start
-    if stop_at is not None or proc.poll() is None:
-        PROCS.stop(proc, timeout=30)
-    else:
-        proc.wait(30)
+    PROCS.stop(proc, timeout=30)
+    done = sum(s["done"] for s in qa.client.statuses(rids) if s)
     per_req = None
     if stop_at is not None and len(rids) == 1:
         per_req = expect + 1000  # results are in index order (FIFO): read only the head
     recs = qa.records(rids, per_req)
     res = rate_from_records(recs, window)
     res.update(items=total, requests=len(rids), done=done, submit_s=submit_s, wall_s=wall,
-               complete=done >= expect, processes=processes)
+               complete=done >= expect, processes=processes, **meter.per_job(expect))
     if res["rate"]:
         res["us_per_item"] = 1e6 / res["rate"]
     return res
