@@ -291,7 +291,22 @@ def ws_round(server_cmd: list[str], tmp: Path, cookie: str, rid: str, sockets: i
     r.hset(meta, "done", 0)
     server, port = start_server(server_cmd, tmp if profile is None else profile.with_suffix(".log"))
     client = spy = None
+
+    def py_spy(out: Path) -> subprocess.Popen:
+        spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(server.pid),
+                                "--rate", "250", "--format", "raw", "--output", str(out), "--nonblocking"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1.0)  # py-spy attaches
+        return spy
+
+    def py_spy_stop(spy: subprocess.Popen | None) -> None:
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(30)
+
     try:
+        if profile is not None:
+            spy = py_spy(profile.with_name(profile.stem + "-connect.txt"))
         client = subprocess.Popen([sys.executable, __file__, "_client", str(port), f"/ws/live/?topic=request:{rid}::",
                                    cookie, str(sockets)], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   text=True)
@@ -299,12 +314,10 @@ def ws_round(server_cmd: list[str], tmp: Path, cookie: str, rid: str, sockets: i
         if not ready or ready[0] != "ready":
             raise RuntimeError(f"client failed: {ready}")
         connect_s = float(ready[1])
+        py_spy_stop(spy)
         time.sleep(1.0)
         if profile is not None:
-            spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(server.pid),
-                                    "--rate", "250", "--format", "raw", "--output", str(profile), "--nonblocking"],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(1.0)
+            spy = py_spy(profile)
         published: dict[int, float] = {}
         cpu0, wall0 = proc_cpu(server.pid), time.monotonic()
         client.stdin.write(f"go {events}\n")
@@ -319,9 +332,7 @@ def ws_round(server_cmd: list[str], tmp: Path, cookie: str, rid: str, sockets: i
         if select.select([client.stdout], [], [], 10.0)[0]:
             client.stdout.readline()  # "complete"
         server_cpu, wall = proc_cpu(server.pid) - cpu0, time.monotonic() - wall0
-        if spy is not None:
-            spy.send_signal(signal.SIGINT)
-            spy.wait(30)
+        py_spy_stop(spy)
         client.stdin.write("end\n")
         client.stdin.flush()
         import json
@@ -346,7 +357,8 @@ def ws_round(server_cmd: list[str], tmp: Path, cookie: str, rid: str, sockets: i
         complete += bool(got) and got[-1][0] >= events
     return {"connect_s": connect_s, "samples": len(latencies), "p50": pct(latencies, 50), "p99": pct(latencies, 99),
             "max": max(latencies) if latencies else float("nan"), "complete": complete,
-            "expected": sockets * events, "server_cpu": server_cpu / wall, "client_cpu": result["cpu_s"] / wall}
+            "expected": sockets * events, "server_cpu": server_cpu / wall, "client_cpu": result["cpu_s"] / wall,
+            "cpu_per_event": server_cpu / events * 1000}
 
 
 # The ASGI servers this benchmark can measure. DEFAULT_SERVER is the one
@@ -487,6 +499,7 @@ def main():
          [f"{min(r['samples'] for r in results[s]):,}/{results[s][0]['expected']:,}" for s in servers])
     line("sockets that saw the final state",
          [f"{min(r['complete'] for r in results[s]):,}/{args.sockets:,}" for s in servers], "all")
+    line(f"server CPU per event (render + {args.sockets} sends)", [f"{med(s, 'cpu_per_event'):.0f} ms" for s in servers])
     line("server CPU while publishing (1 core = 100%)", [f"{med(s, 'server_cpu'):.0%}" for s in servers])
     line("client CPU (own process)", [f"{med(s, 'client_cpu'):.0%}" for s in servers])
 

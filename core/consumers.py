@@ -21,6 +21,8 @@ from core.auth import can_act
 from core.relay import get_relay, group_name
 from core.views.live import valid_topic
 
+SERVER_SEND = "queueadmin.server_send"  # scope key of the ASGI server's own send (see queueadmin/asgi.py)
+
 
 class LiveConsumer(AsyncWebsocketConsumer):
     topic = ""
@@ -38,16 +40,20 @@ class LiveConsumer(AsyncWebsocketConsumer):
             await self.close(code=4400)
             return
         self.topic = topic
-        self.variant = "act" if await database_sync_to_async(can_act)(user) else "view"
+        self.variant = "act" if user.is_superuser or await database_sync_to_async(can_act)(user) else "view"
         self.group = group_name(topic, self.variant)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         since = get_relay().subscribe(self.topic, self.variant, self)
         await self.send_state(since)
 
-    async def push(self, html: str):
-        """Called by the relay of this process with a fresh fragment."""
-        await self.send(text_data=html)
+    def push(self, html: str):
+        """Called by the relay of this process with a fresh fragment: returns
+        the send to await. It goes straight to the server's `send` (kept in
+        the scope by `queueadmin.asgi`), past Channels' layers, which only
+        matter for the handshake and HTTP responses (the session middleware
+        saves sessions and sets cookies on `http.response.start`)."""
+        return self.scope.get(SERVER_SEND, self.base_send)({"type": "websocket.send", "text": html})
 
     async def send_state(self, since: int):
         """Send the state as of `since` or later (a time on `Relay.clock`)."""

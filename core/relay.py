@@ -116,15 +116,21 @@ class Relay:
 
     async def state(self, topic: str, variant: str, since: int) -> str:
         """The current state of (topic, variant), for a socket that subscribed
-        at `since`: a render started after that subscription, shared with the
-        sockets that ask while it runs."""
+        (or asked again) at `since`: from a render started after that. One
+        state render runs at a time per (topic, variant); the sockets that ask
+        while it runs share the next one (so a reconnect storm of hundreds of
+        sockets costs a few renders, not hundreds)."""
         key = (topic, variant)
-        entry = self.states.get(key)
-        if entry is None or entry[0] <= since:
+        while True:
+            entry = self.states.get(key)
+            if entry is not None and entry[0] > since:
+                return await asyncio.shield(entry[1])
+            if entry is not None and not entry[1].done():
+                await asyncio.wait((entry[1],))  # too old for this socket: wait for it, then start the next
+                continue
             future = asyncio.ensure_future(sync_to_async(render, thread_sensitive=False)(topic, variant))
             entry = self.states[key] = (self.now(), future)
             future.add_done_callback(lambda f, key=key, entry=entry: self._state_done(key, entry))
-        return await asyncio.shield(entry[1])
 
     def _state_done(self, key, entry) -> None:
         if self.states.get(key) is entry:
@@ -307,11 +313,61 @@ class Relay:
         O(sockets) per receiving socket (it sweeps every queue for expired
         messages), which does not scale to hundreds of sockets, and it drops
         group members after a day. Consumers still join the group, so other
-        code can reach them with group_send."""
-        members = list(self.members.get((topic, variant), ()))
-        if members:
-            await asyncio.gather(*(m.push(html) for m in members), return_exceptions=True)
+        code can reach them with group_send.
+
+        The text is encoded by the server for each socket (ASGI has no way to
+        share a frame), but nothing else is done per socket: one str, no task
+        (see `send_now`), no Channels layers (see `LiveConsumer.push`)."""
+        for member in list(self.members.get((topic, variant), ())):
+            send_now(member.push(html))
         self.stats["sent"] += 1
+
+
+_slow: set[asyncio.Task] = set()  # sends waiting for a slow client (kept referenced until done)
+
+
+def send_now(awaitable) -> None:
+    """Run a send at once, up to its end or its first suspension. An ASGI
+    server's `websocket.send` writes to the socket's transport and returns
+    without suspending while the socket's buffer has room, so this costs no
+    task per socket (a task each costs more than the send itself when
+    hundreds of sockets watch one page). A send that has to wait (a slow
+    client: the server paused writing to it) goes on in a task, so it holds
+    up no other socket; its later sends queue behind it in order. Errors (a
+    socket that closed meanwhile) are dropped: its consumer is leaving."""
+    steps = awaitable.__await__()
+    try:
+        waiting_on = steps.send(None)
+    except StopIteration:
+        return
+    except Exception:
+        return
+    task = asyncio.ensure_future(_resume(steps, waiting_on))
+    _slow.add(task)
+    task.add_done_callback(_slow.discard)
+
+
+async def _resume(steps, waiting_on) -> None:
+    """Drive an awaitable that suspended on `waiting_on` (a future, or None
+    for a bare yield) to its end, as a task would."""
+    while True:
+        try:
+            if waiting_on is None:
+                await asyncio.sleep(0)
+            else:
+                await asyncio.wait((waiting_on,))
+        except asyncio.CancelledError as exc:
+            try:
+                steps.throw(exc)
+            except BaseException:
+                pass
+            raise
+        try:
+            waiting_on = steps.send(None)
+        except StopIteration:
+            return
+        except Exception:
+            return
 
 
 _relays: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Relay]" = weakref.WeakKeyDictionary()

@@ -12,10 +12,22 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from core.consumers import SERVER_SEND  # noqa: E402
 from core.routing import websocket_urlpatterns  # noqa: E402
 
+
+def keep_server_send(app):
+    """Put the server's own `send` in the scope, for the live pushes (see
+    `LiveConsumer.push`): hundreds of sockets get each fragment, and the
+    middlewares' send wrappers do nothing for `websocket.send`."""
+    async def wrapper(scope, receive, send):
+        return await app({**scope, SERVER_SEND: send}, receive, send)
+    return wrapper
+
+
 application = ProtocolTypeRouter({
-    # daphne serves /static/ itself (htmx, CSS): the dashboard needs no web server in front
+    # the ASGI server serves /static/ itself (htmx, CSS): the dashboard needs no web server in front
     "http": ASGIStaticFilesHandler(django_asgi_app),
-    "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+    "websocket": keep_server_send(
+        AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))),
 })
