@@ -52,6 +52,8 @@ def main(argv=None) -> int:
     ap.add_argument("--aof", action="store_true", help="run Redis with AOF on (appendfsync everysec)")
     ap.add_argument("--root", type=Path, default=ROOT,
                     help="queueadmin checkout to measure (default: this one); e.g. a `git archive` of a commit")
+    ap.add_argument("--redis-defaults", action="store_true",
+                    help="plain redis-server defaults instead of the project's settings (stream-node-max-bytes 512)")
     ap.add_argument("--live", action="store_true",
                     help="run the tree in place instead of a snapshot copy taken at the start")
     ap.add_argument("--only", default="", help="comma-separated steps: submit,e2e,latency,drain")
@@ -70,14 +72,13 @@ def main(argv=None) -> int:
     root, measured = (args.root, tree_line(args.root)) if args.live else snapshot(args.root)
     rep(f"# queueadmin engine benchmark{' (--quick)' if q else ''}")
     rep(f"# {machine_line()}")
-    server = RedisServer(appendonly=args.aof)
-    rep(f"# redis-server {server.version} on 127.0.0.1:{server.port}, AOF {'on (everysec)' if args.aof else 'off'}, "
-        f"no RDB; workers: real `manage.py queue_worker --processes N` processes")
+    server = RedisServer(appendonly=args.aof, defaults=args.redis_defaults)
+    rep(f"# {server.describe()}; workers: real `manage.py queue_worker --processes N` processes")
     rep(f"# measured: {measured}; load average at start {os.getloadavg()[0]:.2f}")
     qa = QA(server.url, root=root)
     qa.migrate()
     rows, data = [], rep.data
-    data["meta"] = {"quick": q, "aof": args.aof, "redis": server.version, "root": measured,
+    data["meta"] = {"quick": q, "aof": args.aof, "redis": server.version, "redis_config": server.config, "root": measured,
                     "machine": machine_line()}
 
     def row(name, value, unit, note=""):
@@ -114,7 +115,7 @@ def main(argv=None) -> int:
             row(f"submit: {single_reqs:,} one-item requests, one producer", fmt(single_reqs / dt), "requests/s",
                 f"{dt * 1e6 / single_reqs:.0f} µs each")
             row("Redis memory per queued one-item request", fmt((after - before) / single_reqs), "bytes",
-                "default concurrency 10")
+                " ".join(server.config) or "redis defaults")
 
         if "e2e" in steps:
             server.flushall()

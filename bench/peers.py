@@ -393,6 +393,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-curves", action="store_true", help="skip queueadmin's scaling curves")
     ap.add_argument("--no-ceiling", action="store_true", help="skip redis-benchmark")
     ap.add_argument("--setup-only", action="store_true", help="install the peers and exit")
+    ap.add_argument("--redis-defaults", action="store_true",
+                    help="plain redis-server defaults instead of the project's settings (stream-node-max-bytes 512)")
     ap.add_argument("--live", action="store_true",
                     help="run queueadmin's tree in place instead of a snapshot copy taken at the start")
     ap.add_argument("--root", type=Path, default=ROOT, help="queueadmin checkout to measure (default: this one)")
@@ -416,10 +418,10 @@ def main(argv=None) -> int:
 
     t_start = time.monotonic()
     root, measured = (args.root, tree_line(args.root)) if args.live else snapshot(args.root)
-    server = RedisServer(appendonly=False)
+    server = RedisServer(appendonly=False, defaults=args.redis_defaults)
     rep(f"# queueadmin vs peers{' (--quick)' if q else ''}: {runs} run(s) each, medians")
     rep(f"# {machine_line()}")
-    rep(f"# redis-server {server.version} on 127.0.0.1:{server.port} (AOF and RDB off); {n:,} jobs for enqueue and "
+    rep(f"# {server.describe()}; {n:,} jobs for enqueue and "
         f"drain (drain capped at {cap:.0f} s of work per run), latency {lat_n:,} jobs at {args.rate:.0f}/s, "
         f"memory {mem_n:,} jobs")
     rep(f"# queueadmin measured: {measured}")
@@ -429,7 +431,7 @@ def main(argv=None) -> int:
     bench = Bench(args, rep, server, qa)
     data = rep.data
     data["meta"] = {"quick": q, "runs": runs, "n": n, "mem_n": mem_n, "lat_n": lat_n, "rate": args.rate,
-                    "redis": server.version, "machine": machine_line(), "root": measured}
+                    "redis": server.version, "redis_config": server.config, "machine": machine_line(), "root": measured}
     wanted = [k.strip() for k in args.systems.split(",") if k.strip()]
     chosen = [s for s in systems(py, py_arq, sys.executable, qa.root) if s.key in wanted]
     results: dict[str, dict] = {}
