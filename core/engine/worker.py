@@ -109,16 +109,17 @@ class Worker:
         try:
             while not self._stop.is_set():
                 try:
-                    self._upkeep()
                     batch = self._next_batch()
-                    if not batch:
-                        if self.burst and self.upkeep.drained(self.queues):
-                            reason = "burst: nothing left to do"
-                            break
-                        self._wait_for_work()
+                    if batch:
+                        self._run_batch(batch)
+                        self._reconnect_delay = 0.0
+                        self._upkeep()  # between batches, never between a wake-up and its work
                         continue
-                    self._run_batch(batch)
-                    self._reconnect_delay = 0.0
+                    self._upkeep()
+                    if self.burst and self.upkeep.drained(self.queues):
+                        reason = "burst: nothing left to do"
+                        break
+                    self._wait_for_work()
                 except RETRYABLE as exc:
                     self._backoff(exc)
         finally:
