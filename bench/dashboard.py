@@ -1,17 +1,24 @@
-"""Dashboard benchmark: prints a table.
+"""Dashboard benchmark: prints tables.
 
 1. Server time of the overview and request pages (full page and htmx
    fragment, and the live fragment the relay renders) with 10,000 requests
    queued and 1,000,000 items pending (goal: < 100 ms).
-2. One ASGI process (daphne) serving 500 WebSockets that all watch one
-   request page: time from an engine PUBLISH to the re-rendered fragment
-   arriving on every socket (goal: p99 < 250 ms).
+2. One ASGI process, started as bin/run starts it (uvicorn), serving 500
+   WebSockets that all watch one request page: time from an engine PUBLISH to
+   the re-rendered fragment arriving on each socket (goal: p99 < 250 ms). The
+   sockets are served by a client in its own process (one asyncio loop, raw
+   frames, permessage-deflate offered as browsers do); its CPU and the
+   server's are reported. Several rounds, each with a fresh server; medians.
+   `--server` compares other servers or options (see SERVERS), interleaved.
 
 Everything runs on 127.0.0.1: its own redis-server on a free port, its own
-SQLite file, its own daphne; all stopped at the end (by pid).
+SQLite file, its own server processes; all stopped at the end (by pid).
 
     .venv/bin/python bench/dashboard.py                    # full size
     .venv/bin/python bench/dashboard.py --requests 1000 --items 100000 --sockets 100   # quick
+    .venv/bin/python bench/dashboard.py --no-pages --server uvicorn --server daphne     # servers side by side
+    QUEUEADMIN_LOG_LEVEL=DEBUG .venv/bin/python bench/dashboard.py --no-pages --profile /tmp/prof
+        # py-spy (pip install py-spy) of the server: collapsed stacks + the relay's timings per render
 """
 from __future__ import annotations
 
@@ -28,6 +35,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+import zlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,11 +140,16 @@ CLIENT_WAVE = 50  # sockets connecting at once
 class _Sock(asyncio.Protocol):
     """A WebSocket client connection: handshake, then unmasked server frames
     parsed from one buffer; text messages go to `on_text(i, str)`; pings are
-    answered (servers drop sockets that do not)."""
+    answered (servers drop sockets that do not). Like a browser, it offers
+    permessage-deflate, and inflates what the server compressed."""
 
     def __init__(self, i, request: bytes, on_text):
         self.i, self.request, self.on_text = i, request, on_text
         self.buf = bytearray()
+        self.deflate = False  # the server compresses messages
+        self.takeover = True  # ... with one LZ77 window for the whole connection
+        self.inflater = None
+        self.compressed = False
         self.open = asyncio.get_running_loop().create_future()
         self.closed = False
         self.first = asyncio.get_running_loop().create_future()
@@ -164,6 +177,11 @@ class _Sock(asyncio.Protocol):
                 self.open.set_exception(RuntimeError(head.decode(errors="replace")))
                 self.transport.close()
                 return
+            for line in head.lower().split(b"\r\n"):
+                if line.startswith(b"sec-websocket-extensions:") and b"permessage-deflate" in line:
+                    self.deflate = True
+                    self.takeover = b"server_no_context_takeover" not in line
+                    self.inflater = zlib.decompressobj(-zlib.MAX_WBITS)
             self.open.set_result(None)
         buf, pos, n_buf = self.buf, 0, len(self.buf)
         while n_buf - pos >= 2:
@@ -187,9 +205,16 @@ class _Sock(asyncio.Protocol):
             elif opcode == 8:
                 self.transport.close()
             elif opcode in (0, 1, 2):
+                if opcode:
+                    self.compressed = self.deflate and bool(b0 & 0x40)
                 self.frag += payload
                 if b0 & 0x80:
-                    text = self.frag.decode()
+                    data = bytes(self.frag)
+                    if self.compressed:
+                        if not self.takeover:
+                            self.inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+                        data = self.inflater.decompress(data + b"\x00\x00\xff\xff")
+                    text = data.decode()
                     self.frag = bytearray()
                     if not self.first.done():
                         self.first.set_result(text)
@@ -231,7 +256,8 @@ async def _client(port: int, path: str, cookie: str, sockets: int):
             key = base64.b64encode(secrets.token_bytes(16)).decode()
             req = (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
                    f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
-                   f"Origin: http://127.0.0.1:{port}\r\nCookie: {cookie}\r\n\r\n").encode()
+                   f"Origin: http://127.0.0.1:{port}\r\nCookie: {cookie}\r\n"
+                   f"Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n\r\n").encode()
             wave.append(loop.create_connection(lambda i=i, req=req: _Sock(i, req, on_text), "127.0.0.1", port))
         made = await asyncio.gather(*wave)
         conns.extend(p for _, p in made)
@@ -250,7 +276,8 @@ async def _client(port: int, path: str, cookie: str, sockets: int):
     for p in conns:
         p.transport.close()
     print(json.dumps({"seen": [{str(k): v for k, v in s.items()} for s in seen], "cpu_s": cpu, "wall_s": wall,
-                      "closed": sum(p.closed for p in conns)}), flush=True)
+                      "closed": sum(p.closed for p in conns), "deflate": sum(p.deflate for p in conns)}),
+          flush=True)
 
 
 async def _say_when(event: asyncio.Event):
@@ -358,24 +385,25 @@ def ws_round(server_cmd: list[str], tmp: Path, cookie: str, rid: str, sockets: i
     return {"connect_s": connect_s, "samples": len(latencies), "p50": pct(latencies, 50), "p99": pct(latencies, 99),
             "max": max(latencies) if latencies else float("nan"), "complete": complete,
             "expected": sockets * events, "server_cpu": server_cpu / wall, "client_cpu": result["cpu_s"] / wall,
-            "cpu_per_event": server_cpu / events * 1000}
+            "cpu_per_event": server_cpu / events * 1000, "deflate": result["deflate"]}
 
 
-# The ASGI servers this benchmark can measure. DEFAULT_SERVER is the one
-# bin/run starts (keep the two in step).
-def _uvicorn(loop: str, http: str, ws: str) -> list[str]:
+# The ASGI servers this benchmark can measure. "uvicorn" is bin/run's command
+# line (keep the two in step); the others differ from it in one thing each.
+def _uvicorn(loop="uvloop", http="httptools", ws="websockets-sansio", deflate=False) -> list[str]:
     return ["{bin}/uvicorn", "--host", "127.0.0.1", "--port", "{port}", "--loop", loop, "--http", http, "--ws", ws,
-            "--no-access-log", "--log-level", "warning", "queueadmin.asgi:application"]
+            "--ws-per-message-deflate", str(deflate).lower(), "--lifespan", "off", "--no-proxy-headers",
+            "--timeout-graceful-shutdown", "5", "queueadmin.asgi:application"]
 
 
 SERVERS = {
-    "uvicorn-wsproto": _uvicorn("uvloop", "httptools", "wsproto"),
-    "uvicorn-sansio": _uvicorn("uvloop", "httptools", "websockets-sansio"),
-    "uvicorn-websockets": _uvicorn("uvloop", "httptools", "websockets"),
-    "uvicorn-asyncio": _uvicorn("asyncio", "h11", "wsproto"),
+    "uvicorn": _uvicorn(),
+    "uvicorn-asyncio": _uvicorn(loop="asyncio", http="h11"),  # no uvloop, no httptools
+    "uvicorn-wsproto": _uvicorn(ws="wsproto"),  # needs `pip install wsproto`
+    "uvicorn-deflate": _uvicorn(deflate=True),  # what browsers get when the server accepts permessage-deflate
     "daphne": ["{bin}/daphne", "-b", "127.0.0.1", "-p", "{port}", "queueadmin.asgi:application"],
 }
-DEFAULT_SERVER = "uvicorn-wsproto"
+DEFAULT_SERVER = "uvicorn"
 
 
 def start_server(cmd: list[str], log_path: Path) -> tuple[subprocess.Popen, int]:
@@ -502,6 +530,7 @@ def main():
     line(f"server CPU per event (render + {args.sockets} sends)", [f"{med(s, 'cpu_per_event'):.0f} ms" for s in servers])
     line("server CPU while publishing (1 core = 100%)", [f"{med(s, 'server_cpu'):.0%}" for s in servers])
     line("client CPU (own process)", [f"{med(s, 'client_cpu'):.0%}" for s in servers])
+    line("sockets with permessage-deflate", [f"{min(r['deflate'] for r in results[s]):,}" for s in servers])
 
 
 if __name__ == "__main__":

@@ -221,3 +221,109 @@ def test_the_full_stack_checks_origin_and_session(eng, boss, settings, client):
         await ok.disconnect()
 
     run(scenario())
+
+
+def test_the_full_stack_pushes_updates_through_the_servers_send(eng, boss, client):
+    """Pushes skip Channels' per-socket layers and use the server's send that
+    queueadmin.asgi keeps in the scope: the fragment still arrives."""
+    from core.consumers import SERVER_SEND
+    from queueadmin.asgi import application
+
+    rid = services.submit("default", "echo", ["x"] * 10).id
+    meta = eng.keys.request(rid).meta
+    client.force_login(boss)
+    cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
+
+    async def scenario():
+        c = WebsocketCommunicator(application, f"/ws/live/?topic=request:{rid}::",
+                                  headers=[(b"origin", b"http://127.0.0.1:8000"), (b"host", b"127.0.0.1:8000"),
+                                           (b"cookie", cookie)])
+        assert (await c.connect())[0]
+        assert state_of(await c.receive_from(timeout=5))["done"] == 0
+        members = get_relay().members[(f"request:{rid}::", "act")]
+        assert all(SERVER_SEND in m.scope for m in members)
+        await get_relay().connected.wait()
+        eng.redis.hset(meta, "done", 7)
+        eng.redis.publish(eng.channel, json.dumps({"type": "progress", "id": rid, "done": 7}))
+        assert state_of(await c.receive_from(timeout=5))["done"] == 7
+        eng.redis.hset(meta, "done", 8)
+        eng.redis.publish(eng.channel, json.dumps({"type": "progress", "id": rid, "done": 8}))
+        html = await c.receive_from(timeout=5)
+        assert state_of(html)["done"] == 8
+        assert 'id="req-grid"' not in html  # only the part that changed
+        await c.disconnect()
+
+    run(scenario())
+
+
+def test_a_slow_socket_holds_up_no_other_and_keeps_its_order():
+    from core.relay import send_now
+
+    async def scenario():
+        got = []
+        room = asyncio.Event()  # like a server's "transport is writable"
+        room.set()
+
+        async def send(name, n):
+            await room.wait()
+            got.append((name, n))
+
+        async def broken(when_resumed=False):
+            if when_resumed:
+                await asyncio.sleep(0)
+            raise ConnectionError("closed meanwhile")
+
+        send_now(send("a", 1))
+        assert got == [("a", 1)]  # at once: no task, no loop turn
+        room.clear()  # a slow client: its sends have to wait
+        send_now(send("slow", 1))
+        send_now(send("slow", 2))
+        send_now(broken())  # errors (a socket that closed) are dropped
+        send_now(broken(when_resumed=True))
+        got.append(("b", 1))  # other sockets go on meanwhile
+        await asyncio.sleep(0.05)
+        assert got == [("a", 1), ("b", 1)]
+        room.set()
+        await asyncio.sleep(0.05)
+        assert got == [("a", 1), ("b", 1), ("slow", 1), ("slow", 2)]
+
+    run(scenario())
+
+
+def test_sockets_connecting_together_share_state_renders_never_older_than_them(eng, boss, monkeypatch):
+    """A reconnect storm costs a few renders, not one per socket; and a socket
+    never gets a state rendered before it subscribed."""
+    import core.relay
+
+    rid = services.submit("default", "echo", ["x"] * 10).id
+    meta = eng.keys.request(rid).meta
+    real_render, calls = core.relay.render, []
+
+    def slow_render(topic, variant):
+        html = real_render(topic, variant)  # reads the state first, then takes its time
+        calls.append(topic)
+        time.sleep(0.3)
+        return html
+
+    monkeypatch.setattr(core.relay, "render", slow_render)
+
+    async def scenario():
+        topic = f"request:{rid}::"
+        first = communicator(boss, topic)
+        assert (await first.connect())[0]
+        await asyncio.sleep(0.1)  # its state render has read done=0 and is still running
+        eng.redis.hset(meta, "done", 5)
+        late = communicator(boss, topic)
+        assert (await late.connect())[0]
+        assert state_of(await first.receive_from(timeout=5))["done"] == 0
+        assert state_of(await late.receive_from(timeout=5))["done"] == 5  # not the render under way
+        calls.clear()
+        storm = [communicator(boss, topic) for _ in range(30)]
+        assert all(ok for ok, _ in await asyncio.gather(*(c.connect() for c in storm)))
+        firsts = await asyncio.gather(*(c.receive_from(timeout=10) for c in storm))
+        assert all(state_of(html)["done"] == 5 for html in firsts)
+        assert len(calls) <= 3, len(calls)
+        for c in (first, late, *storm):
+            await c.disconnect()
+
+    run(scenario())
