@@ -28,6 +28,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
     topic = ""
     variant = ""
     group = ""
+    seen = 0  # start of the last render sent to this socket, on the relay's clock (see core.relay)
 
     async def connect(self):
         user = self.scope.get("user")
@@ -56,9 +57,11 @@ class LiveConsumer(AsyncWebsocketConsumer):
         return self.scope.get(SERVER_SEND, self.base_send)({"type": "websocket.send", "text": html})
 
     async def send_state(self, since: int):
-        """Send the state as of `since` or later (a time on `Relay.clock`)."""
-        html = await get_relay().state(self.topic, self.variant, since)
-        if html:
+        """Send the state as of `since` or later (a time on the relay's
+        clock), unless the relay sent a newer render meanwhile."""
+        tick, html = await get_relay().state(self.topic, self.variant, since)
+        if html and tick > self.seen:
+            self.seen = tick
             await self.send(text_data=html)
 
     async def receive(self, text_data=None, bytes_data=None):

@@ -9,7 +9,15 @@ of sockets watching it, then hands the HTML to each socket watching it.
 
 Only what changed is sent: a fragment may be made of parts (joined by
 `<!--qa-part-->`, each a top-level element swapped by its id), and a part
-identical to the one last sent to the group is left out.
+identical to the one in the previous render of the topic is left out, for
+the sockets that got that previous render; the others get it whole.
+
+Order: every render (the relay's, and the state renders below) takes a time
+on the relay's clock when it starts, and a socket is only sent a render that
+started after the last one it was sent. So a socket never goes back to an
+older state, whichever of two renders finishes first: a state render that
+ends after a newer relay push (say, the final one) is dropped, not sent over
+it.
 
 Coalescing: renders of a topic start at least `MIN_INTERVAL` apart (100 ms,
 so at most 10 updates a second per page), further apart if rendering it is
@@ -89,7 +97,7 @@ class Relay:
         self.idle_since: float | None = None
         self.connected = asyncio.Event()
         self.stats = Counter()
-        self.sent: dict[tuple[str, str], list[str]] = {}  # last parts sent to each group
+        self.sent: dict[tuple[str, str], tuple[int, list[str]]] = {}  # the last render of each group: start, parts
         self.members: dict[tuple[str, str], set] = {}  # consumers of this process, by (topic, variant)
         self.clock = 0  # counts subscriptions and state renders, to order them
         self.states: dict[tuple[str, str], tuple[int, asyncio.Future]] = {}  # state renders under way
@@ -98,12 +106,12 @@ class Relay:
 
     def subscribe(self, topic: str, variant: str, member=None) -> int:
         """Watch (topic, variant); returns the subscription's place in time,
-        for `state`."""
+        for `state`. A member has a `seen` attribute: the start (on the
+        relay's clock) of the last render it was sent, 0 at first."""
         st = self.topics.setdefault(topic, TopicState(dirty=False, last=time.monotonic()))
         st.variants[variant] += 1
         if member is not None:
             self.members.setdefault((topic, variant), set()).add(member)
-        self.sent.pop((topic, variant), None)  # the next render goes out whole
         self.idle_since = None
         self.start()
         return self.now()
@@ -114,17 +122,17 @@ class Relay:
         self.clock += 1
         return self.clock
 
-    async def state(self, topic: str, variant: str, since: int) -> str:
+    async def state(self, topic: str, variant: str, since: int) -> tuple[int, str]:
         """The current state of (topic, variant), for a socket that subscribed
-        (or asked again) at `since`: from a render started after that. One
-        state render runs at a time per (topic, variant); the sockets that ask
-        while it runs share the next one (so a reconnect storm of hundreds of
-        sockets costs a few renders, not hundreds)."""
+        (or asked again) at `since`: (start, html) of a render started after
+        that. One state render runs at a time per (topic, variant); the
+        sockets that ask while it runs share the next one (so a reconnect
+        storm of hundreds of sockets costs a few renders, not hundreds)."""
         key = (topic, variant)
         while True:
             entry = self.states.get(key)
             if entry is not None and entry[0] > since:
-                return await asyncio.shield(entry[1])
+                return entry[0], await asyncio.shield(entry[1])
             if entry is not None and not entry[1].done():
                 await asyncio.wait((entry[1],))  # too old for this socket: wait for it, then start the next
                 continue
@@ -279,6 +287,7 @@ class Relay:
         rendering = sending = 0.0
         for variant in [v for v in VARIANTS if st.variants.get(v)]:
             t = time.monotonic()
+            tick = self.now()
             try:
                 html = await sync_to_async(render, thread_sensitive=False)(topic, variant)
             except Exception:
@@ -288,38 +297,46 @@ class Relay:
                 rendering += time.monotonic() - t
             if not html:
                 continue
-            # Send only the parts that changed since the last send to this
-            # group (a new member got the whole state on connect, and resets
-            # this so that the next send is whole too).
-            parts = html.split(PART)
-            last = self.sent.get((topic, variant))
-            if last is not None and len(last) == len(parts):
-                changed = [p for p, old in zip(parts, last) if p != old]
-            else:
-                changed = parts
-            self.sent[(topic, variant)] = parts
-            if changed:
-                t = time.monotonic()
-                await self.fan_out(topic, variant, "".join(changed))
-                sending += time.monotonic() - t
+            t = time.monotonic()
+            self.fan_out(topic, variant, tick, html.split(PART))
+            sending += time.monotonic() - t
         st.cost = rendering
         if log.isEnabledFor(logging.DEBUG):
             log.debug("relay: %s waited %.1f ms, rendered in %.1f ms, sent in %.1f ms (%d events)",
                       topic, waited * 1000, rendering * 1000, sending * 1000, st.events)
 
-    async def fan_out(self, topic: str, variant: str, html: str) -> None:
-        """Hand the HTML to every socket watching (topic, variant) in this
-        process, directly: the in-memory channel layer's group_send costs
-        O(sockets) per receiving socket (it sweeps every queue for expired
-        messages), which does not scale to hundreds of sockets, and it drops
-        group members after a day. Consumers still join the group, so other
-        code can reach them with group_send.
+    def fan_out(self, topic: str, variant: str, tick: int, parts: list[str]) -> None:
+        """Hand a render (started at `tick`) to every socket watching (topic,
+        variant) in this process: the parts that changed since the previous
+        render to the sockets that got that one, the whole to the others (new
+        sockets), nothing to those that got a newer render (their state).
 
-        The text is encoded by the server for each socket (ASGI has no way to
-        share a frame), but nothing else is done per socket: one str, no task
-        (see `send_now`), no Channels layers (see `LiveConsumer.push`)."""
-        for member in list(self.members.get((topic, variant), ())):
-            send_now(member.push(html))
+        Directly: the in-memory channel layer's group_send costs O(sockets)
+        per receiving socket (it sweeps every queue for expired messages),
+        which does not scale to hundreds of sockets, and it drops group
+        members after a day. Consumers still join the group, so other code can
+        reach them with group_send. The text is encoded by the server for each
+        socket (ASGI has no way to share a frame), but nothing else is done
+        per socket: one str, no task (see `send_now`), no Channels layers (see
+        `LiveConsumer.push`)."""
+        key = (topic, variant)
+        previous = self.sent.get(key)
+        self.sent[key] = (tick, parts)
+        whole = changed = None
+        if previous is not None and len(previous[1]) == len(parts):
+            changed = "".join(p for p, old in zip(parts, previous[1]) if p != old)
+        for member in list(self.members.get(key, ())):
+            seen = member.seen
+            if seen >= tick:
+                continue
+            member.seen = tick
+            if changed is not None and seen == previous[0]:
+                if changed:
+                    send_now(member.push(changed))
+            else:
+                if whole is None:
+                    whole = "".join(parts)
+                send_now(member.push(whole))
         self.stats["sent"] += 1
 
 

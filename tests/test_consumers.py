@@ -327,3 +327,36 @@ def test_sockets_connecting_together_share_state_renders_never_older_than_them(e
             await c.disconnect()
 
     run(scenario())
+
+
+def test_a_state_render_older_than_a_push_already_sent_is_dropped(eng, boss, monkeypatch):
+    """The final state arrives even when a socket's state render (started at
+    connect) finishes after the relay pushed the final update: the older
+    state is not sent over the newer one."""
+    import core.relay
+
+    rid = services.submit("default", "echo", ["x"] * 10).id
+    meta = eng.keys.request(rid).meta
+    real_render, first = core.relay.render, threading.Event()
+
+    def render(topic, variant):
+        html = real_render(topic, variant)
+        if not first.is_set():  # the state render: reads done=0, then takes its time
+            first.set()
+            time.sleep(0.5)
+        return html
+
+    monkeypatch.setattr(core.relay, "render", render)
+
+    async def scenario():
+        c = communicator(boss, f"request:{rid}::")
+        assert (await c.connect())[0]
+        await get_relay().connected.wait()
+        await asyncio.get_running_loop().run_in_executor(None, first.wait)
+        eng.redis.hset(meta, mapping={"done": 10, "state": "completed"})
+        eng.redis.publish(eng.channel, json.dumps({"type": "finished", "id": rid}))
+        assert state_of(await c.receive_from(timeout=5))["done"] == 10
+        assert await c.receive_nothing(timeout=1.0)  # the stale state (done=0) is not sent after it
+        await c.disconnect()
+
+    run(scenario())
