@@ -46,8 +46,9 @@ def pytest_generate_tests(metafunc):
 
 @pytest.fixture
 def backend(request):
-    """"single" (the session's redis-server) or "cluster" (the session's cluster)."""
-    return getattr(request, "param", "single")
+    """"single" (the session's redis-server) or "cluster" (the session's cluster).
+    Outside the modules above: QUEUEADMIN_TEST_BACKEND=cluster runs them on the cluster."""
+    return getattr(request, "param", os.environ.get("QUEUEADMIN_TEST_BACKEND", "single"))
 
 
 @pytest.fixture(scope="session")
