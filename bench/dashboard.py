@@ -25,9 +25,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import json
 import os
 import re
 import secrets
+import select
 import signal
 import statistics
 import subprocess
@@ -97,7 +99,6 @@ def bench_user():
 
 
 def time_pages(sample: str, big: str, runs: int) -> list[tuple[str, float, float]]:
-    from django.contrib.auth.models import User
     from django.test import Client
 
     from core.views.live import render_topic
@@ -228,8 +229,6 @@ async def _client(port: int, path: str, cookie: str, sockets: int):
     `go <events>` record when each socket sees each `data-done` value, print
     `complete` once every socket saw <events>, and on `end` print the results
     as JSON (arrival times per socket and the CPU used since `go`)."""
-    import json
-
     loop = asyncio.get_running_loop()
     pattern = re.compile(r'data-done="(\d+)"')
     seen: list[dict[int, float]] = [dict() for _ in range(sockets)]
@@ -354,16 +353,12 @@ def ws_round(server_cmd: list[str], tmp: Path, cookie: str, rid: str, sockets: i
             published[n] = time.monotonic()
             r.publish(eng.channel, f'{{"type":"progress","id":"{rid}","done":{n},"t":{int(time.time() * 1000)}}}')
             time.sleep(gap)
-        import select
-
         if select.select([client.stdout], [], [], 10.0)[0]:
             client.stdout.readline()  # "complete"
         server_cpu, wall = proc_cpu(server.pid) - cpu0, time.monotonic() - wall0
         py_spy_stop(spy)
         client.stdin.write("end\n")
         client.stdin.flush()
-        import json
-
         result = json.loads(client.stdout.readline())
         client.wait(30)
     finally:
@@ -442,7 +437,6 @@ def stop(proc: subprocess.Popen) -> None:
 def session_cookie() -> str:
     from django.conf import settings
     from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
-    from django.contrib.auth.models import User
     from django.contrib.sessions.backends.db import SessionStore
 
     user = bench_user()
