@@ -1,4 +1,5 @@
-"""A master dies mid-run: its replica is promoted, the workers reconnect and
+"""A master dies mid-run (the master of the queue's dispatch slot, or one
+holding only requests): its replica is promoted, the workers reconnect and
 finish the run by themselves. Redis replicates asynchronously, so writes the
 dead master acknowledged but had not yet sent to its replica are gone: the
 test counts what that did to the run (items run twice, items without a
@@ -38,7 +39,9 @@ def retrying(fn, timeout=60.0):
             time.sleep(0.2)
 
 
-def run_failover(tmp_path, worker_db, wait_replicas: int = 0) -> dict:
+def run_failover(tmp_path, worker_db, wait_replicas: int = 0, victim: str = "dispatch") -> dict:
+    """victim: "dispatch" kills the master of the queue's slot (it also holds
+    some requests), "requests" a master that holds only requests."""
     log_dir = tmp_path / "exec"
     log_dir.mkdir()
     with LocalCluster(tmp_path / "cluster") as cluster:
@@ -48,6 +51,7 @@ def run_failover(tmp_path, worker_db, wait_replicas: int = 0) -> dict:
         subs = [qc.submit("failover", "logged", [f"{k}:{i}" for i in range(ITEMS)], concurrency=4)
                 for k in range(REQUESTS)]
         dispatch = client.get_node_from_key(qc.keys.queue("failover").tokens).port
+        killed = dispatch if victim == "dispatch" else next(p for p in cluster.masters() if p != dispatch)
         request_masters = collections.Counter(client.get_node_from_key(qc.keys.request(s.id).meta).port
                                               for s in subs)
         procs = WorkerProcs(cluster.url, worker_db, tmp_path, QA_EXEC_LOG=str(log_dir),
@@ -67,10 +71,10 @@ def run_failover(tmp_path, worker_db, wait_replicas: int = 0) -> dict:
                 assert time.monotonic() < deadline, procs.logs()
                 time.sleep(0.05)
             done_at_kill = done()
-            replica = cluster.replica_of(dispatch)
+            replica = cluster.replica_of(killed)
             killed_at = time.monotonic()
-            cluster.kill(dispatch)  # SIGKILL the master of the queue's dispatch slot
-            cluster.wait_failover(dispatch, 30)  # its replica takes over
+            cluster.kill(killed)  # SIGKILL, mid-run
+            cluster.wait_failover(killed, 30)  # its replica takes over
             promoted_after = time.monotonic() - killed_at
             assert replica in cluster.masters()
 
@@ -100,7 +104,8 @@ def run_failover(tmp_path, worker_db, wait_replicas: int = 0) -> dict:
         items = [f"{k}:{i}" for k in range(REQUESTS) for i in range(ITEMS)]
         report = {
             "wait_replicas": wait_replicas, "items": total, "workers": WORKERS,
-            "requests_per_master": dict(request_masters), "killed_master": dispatch, "promoted_replica": replica,
+            "requests_per_master": dict(request_masters), "killed": victim, "killed_master": killed,
+            "dispatch_master": dispatch, "promoted_replica": replica,
             "done_when_killed": done_at_kill, "promoted_after_s": round(promoted_after, 2),
             "finished_after_kill_s": round(finished, 2) if finished else None,
             "request_states": dict(states), "workers_alive": alive,
@@ -110,15 +115,17 @@ def run_failover(tmp_path, worker_db, wait_replicas: int = 0) -> dict:
             "never_run": sum(1 for i in items if runs[i] == 0),
             "results_with_attempts_gt_1": sum(1 for r in results.values() if r.get("attempts", 1) > 1),
         }
-        (tmp_path / f"failover-{'wait' if wait_replicas else 'async'}.json").write_text(json.dumps(report, indent=1))
+        (tmp_path / f"failover-{victim}-{'wait' if wait_replicas else 'async'}.json").write_text(
+            json.dumps(report, indent=1))
         print("\nfailover:", json.dumps(report))
         report["logs"] = procs.logs()
         return report
 
 
-@pytest.mark.parametrize("wait_replicas", [0, 1], ids=["async", "wait1"])
-def test_a_master_dies_mid_run_and_the_workers_finish_the_run(tmp_path, worker_db, wait_replicas):
-    report = run_failover(tmp_path, worker_db, wait_replicas)
+@pytest.mark.parametrize("victim, wait_replicas", [("dispatch", 0), ("dispatch", 1), ("requests", 0)],
+                         ids=["dispatch-master-async", "dispatch-master-wait1", "requests-master-async"])
+def test_a_master_dies_mid_run_and_the_workers_finish_the_run(tmp_path, worker_db, victim, wait_replicas):
+    report = run_failover(tmp_path, worker_db, wait_replicas, victim)
     assert report["finished_after_kill_s"] is not None, report["logs"][-6000:]  # every request completed, nobody restarted
     assert report["workers_alive"] == WORKERS
     assert report["lost_items"] == 0 and report["never_run"] == 0
