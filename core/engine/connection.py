@@ -276,16 +276,14 @@ class Cluster(RedisCluster):
                 got = self.lpop(k)
                 if got is not None:
                     return [k, got]
-        deadline = time.monotonic() + timeout if timeout else None
-        start = random.randrange(len(keys))
-        for i in range(start, start + 10**9):
+        deadline = time.monotonic() + timeout if timeout else None  # 0: block until something comes
+        for i in itertools.count(random.randrange(len(keys))):
             left = deadline - time.monotonic() if deadline is not None else self.BLOCK_SLICE
             if left <= 0:
                 return None
             got = super().blpop([keys[i % len(keys)]], timeout=max(0.01, min(self.BLOCK_SLICE, left)))
             if got is not None:
                 return got
-        return None
 
 
 class _Sticky(dict):
