@@ -500,7 +500,7 @@ def main():
         for name, med, p95 in rows:
             print(f"| {name:<42} | {med:>6.1f} ms | {p95:>6.1f} ms | < 100 ms |")
         print()
-    w = max(17, *(len(s) for s in servers))
+    w = max(17, *(len(s) for s in servers), *(4 * args.rounds - 1 for s in servers))
     med = lambda name, key: statistics.median(r[key] for r in results[name])  # noqa: E731
     title = (f"{args.sockets} WebSockets on one request, one server process, "
              f"{args.events} events {args.gap * 1000:.0f} ms apart, median of {args.rounds} round(s)")

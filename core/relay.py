@@ -21,8 +21,9 @@ it.
 
 Coalescing: renders of a topic start at least `MIN_INTERVAL` apart (100 ms,
 so at most 10 updates a second per page), further apart if rendering it is
-slow (twice the last render time, so that rendering one topic takes at most
-half of a thread), and the render always reads the current state from Redis
+costly (twice the CPU time of the last render, so that rendering one topic
+takes at most half of a CPU; time spent waiting for Redis or for a CPU that
+other processes hold does not count), and the render always reads the current state from Redis
 after the last event it saw, so a final state is never lost: a "finished"
 event marks the topic dirty and the next render shows it. The time spent
 handing a fragment to the sockets does not push the next render back: an
@@ -77,12 +78,20 @@ def render(topic: str, variant: str) -> str:
         close_old_connections()
 
 
+def timed_render(topic: str, variant: str) -> tuple[str, float]:
+    """`render`, and the CPU seconds its thread spent on it (waiting for Redis
+    or for a CPU does not count: that costs nothing to throttle)."""
+    started = time.thread_time()
+    html = render(topic, variant)
+    return html, time.thread_time() - started
+
+
 @dataclass
 class TopicState:
     dirty: bool = True
     dirty_since: float | None = None  # monotonic time of the first event not yet rendered
     last: float = 0.0  # monotonic time the last render started
-    cost: float = 0.0  # seconds the last render took (rendering only, not sending)
+    cost: float = 0.0  # CPU seconds the last render took (rendering only, not sending)
     events: int = 0
     variants: Counter = field(default_factory=Counter)
 
@@ -284,12 +293,13 @@ class Relay:
         st.dirty = False
         started = st.last = time.monotonic()
         waited, st.dirty_since = (started - st.dirty_since if st.dirty_since else 0.0), None
-        rendering = sending = 0.0
+        rendering = cpu = sending = 0.0
         for variant in [v for v in VARIANTS if st.variants.get(v)]:
             t = time.monotonic()
             tick = self.now()
             try:
-                html = await sync_to_async(render, thread_sensitive=False)(topic, variant)
+                html, used = await sync_to_async(timed_render, thread_sensitive=False)(topic, variant)
+                cpu += used
             except Exception:
                 log.exception("relay: rendering %s failed", topic)
                 continue
@@ -300,10 +310,10 @@ class Relay:
             t = time.monotonic()
             self.fan_out(topic, variant, tick, html.split(PART))
             sending += time.monotonic() - t
-        st.cost = rendering
+        st.cost = cpu
         if log.isEnabledFor(logging.DEBUG):
-            log.debug("relay: %s waited %.1f ms, rendered in %.1f ms, sent in %.1f ms (%d events)",
-                      topic, waited * 1000, rendering * 1000, sending * 1000, st.events)
+            log.debug("relay: %s waited %.1f ms, rendered in %.1f ms (%.1f ms CPU), sent in %.1f ms (%d events)",
+                      topic, waited * 1000, rendering * 1000, cpu * 1000, sending * 1000, st.events)
 
     def fan_out(self, topic: str, variant: str, tick: int, parts: list[str]) -> None:
         """Hand a render (started at `tick`) to every socket watching (topic,
