@@ -41,8 +41,9 @@ from qa import QA, drain, latency, rate_from_records  # noqa: E402
 def cpu(res: dict) -> str:
     """CPU per item of the worker processes and of redis-server (robust to other load)."""
     if "worker_us" not in res:
-        return "CPU —"
-    return f"CPU/item: workers {res['worker_us']:.0f} µs + redis {res['redis_us']:.0f} µs"
+        return f"CPU —; {res.get('workers')} of {res.get('processes')} processes ran items"
+    return (f"CPU/item: workers {res['worker_us']:.0f} µs + redis {res['redis_us']:.0f} µs; "
+            f"{res.get('workers')} of {res.get('processes')} processes ran items")
 
 
 def main(argv=None) -> int:

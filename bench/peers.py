@@ -314,9 +314,11 @@ def ceiling(bench: Bench, binary: str | None, quick: bool) -> list[list]:
                 out += subprocess.run(base + ["evalsha", sha, "1", "bench:k"], capture_output=True, text=True,
                                       timeout=300).stdout
                 for line in out.replace("\r", "\n").splitlines():
-                    m = re.match(r"^\s*(\S+?):\s*([\d.]+) requests per second", line)
+                    m = re.match(r"^\s*(.+?):\s*([\d.]+) requests per second", line)
                     if m:
                         name = m.group(1).split()[0].upper()
+                        if name == "EVALSHA":
+                            name = "EVALSHA (INCR)"
                         rows.append([f"redis-benchmark {name}", f"-c {clients} -P {pipe}", float(m.group(2))])
         bench.server.flushall()
     # redis-py, one connection, as a Python worker sees it
@@ -360,7 +362,7 @@ def curves(bench: Bench, quick: bool) -> dict:
         cpu = (f", CPU/item workers {res['worker_us']:.0f} µs + redis {res['redis_us']:.0f} µs"
                if "worker_us" in res else "")
         rep(f"    {kind} {x:>9,}: {fmt(res['rate'])} items/s ({res.get('us_per_item', 0):.0f} µs/item, "
-            f"{res['done']:,} done, {res['wall_s']:.1f} s{cpu})")
+            f"{res['done']:,} done, {res['wall_s']:.1f} s{cpu}; {res.get('workers')} process(es) ran items)")
         out[kind].append({"x": x, **{k: v for k, v in res.items() if not isinstance(v, dict)}})
 
     rep(f"\n## queueadmin scaling (2 worker processes unless said; {T:,} items measured each; echo processor)")
@@ -392,6 +394,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rate", type=float, default=200.0, help="jobs/s for the latency test (default 200)")
     ap.add_argument("--no-curves", action="store_true", help="skip queueadmin's scaling curves")
     ap.add_argument("--no-ceiling", action="store_true", help="skip redis-benchmark")
+    ap.add_argument("--name", help="file name of the report in bench/out/ (default peers, or peers-quick)")
     ap.add_argument("--setup-only", action="store_true", help="install the peers and exit")
     ap.add_argument("--redis-defaults", action="store_true",
                     help="plain redis-server defaults instead of the project's settings (stream-node-max-bytes 512)")
@@ -407,7 +410,7 @@ def main(argv=None) -> int:
     lat_n = 200 if q else 1_000
     cap = 10.0 if q else 20.0  # seconds of draining per run at most
 
-    name = "peers-quick" if q else "peers"
+    name = args.name or ("peers-quick" if q else "peers")
     rep = Report(name)
     py = _venv(VENV, PEERS / "requirements.txt", rep)
     py_arq = _venv(VENV_ARQ, PEERS / "requirements-arq.txt", rep)
@@ -483,7 +486,7 @@ def main(argv=None) -> int:
         if not args.no_curves:
             data["curves"] = curves(bench, q)
             write_curves(rep, data["curves"])
-            chart(py, data, q, rep)
+            chart(py, data, not q and len(chosen) == 8 and "systems" in data, rep)
     finally:
         PROCS.stop_all()
         server.stop()
@@ -540,7 +543,7 @@ def write_side_by_side(rep: Report, results: dict, chosen, quiet=False) -> None:
             rows.append(["  queueadmin, items of one request", "", "", "", "", "", "", "", fmt(r.get("mem_bulk")),
                          "memory per item in one big request"])
     text = table(["system", *[c[1] for c in COLS], "workers"], rows, "l" + "r" * len(COLS) + "l")
-    path = OUT / ("peers-table-quick.txt" if rep.path.name.endswith("quick.txt") else "peers-table.txt")
+    path = OUT / f"{rep.path.stem}-table.txt"
     path.write_text(text + "\n")
     if quiet:
         return
@@ -587,22 +590,22 @@ def write_curves(rep: Report, c: dict) -> None:
         base = pts[0]["rate"] if kind != "processes" else next((p["rate"] for p in pts if p["x"] == 2), None)
         rows = [[f"{p['x']:,}", fmt(p["rate"]), f"{p.get('us_per_item', 0):.0f}",
                  fmt(p["rate"] / base, "x") if base and p["rate"] else "—", us(p.get("worker_us")),
-                 us(p.get("redis_us")), f"{p['done']:,}"] for p in pts]
+                 us(p.get("redis_us")), f"{p['done']:,}", str(p.get("workers", "—"))] for p in pts]
         rep(f"\n{label}:")
         rep(table([label, "items/s", "µs/item", "vs first" if kind != "processes" else "vs 2", "worker CPU µs/item",
-                   "redis CPU µs/item", "items done"], rows))
+                   "redis CPU µs/item", "items done", "procs that ran items"], rows))
 
 
-def chart(py: Path, data: dict, quick: bool, rep: Report) -> None:
-    src = OUT / ("peers-quick.json" if quick else "peers.json")
+def chart(py: Path, data: dict, publish: bool, rep: Report) -> None:
+    src = OUT / f"{rep.path.stem}.json"
     src.write_text(json.dumps(data, indent=2, default=str) + "\n")
-    png = OUT / ("peers-quick.png" if quick else "peers.png")
+    png = OUT / f"{rep.path.stem}.png"
     cp = subprocess.run([str(py), str(PEERS / "chart.py"), str(src), str(png)], capture_output=True, text=True)
     if cp.returncode != 0:
         rep(f"# chart failed: {cp.stderr[-800:]}")
         return
     rep(f"# chart: {png.relative_to(ROOT)}")
-    if not quick:
+    if publish:
         dest = ROOT / "docs" / "bench.png"
         dest.parent.mkdir(exist_ok=True)
         shutil.copyfile(png, dest)
