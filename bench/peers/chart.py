@@ -52,6 +52,7 @@ def main(src, dest):
     ax.set_title("CPU time per job drained\n(workers + redis-server; lower is better)")
     ax.set_ylabel("µs per job (log)")
     ax.set_yscale("log")
+    ax.set_ylim(bottom=10)
     ax.tick_params(axis="x", rotation=45)
     ax.legend(fontsize=8)
     bars(axes[0][3], "mem", "Redis memory per queued job\n(queueadmin: one-item requests)", "bytes", log=True)
