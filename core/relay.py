@@ -108,7 +108,7 @@ class Relay:
         self.stats = Counter()
         self.sent: dict[tuple[str, str], tuple[int, list[str]]] = {}  # the last render of each group: start, parts
         self.members: dict[tuple[str, str], set] = {}  # consumers of this process, by (topic, variant)
-        self.clock = 0  # counts subscriptions and state renders, to order them
+        self.clock = 0  # orders subscriptions, requests for the state and renders (see `now`)
         self.states: dict[tuple[str, str], tuple[int, asyncio.Future]] = {}  # state renders under way
 
     # -- subscribers ------------------------------------------------------------
@@ -127,7 +127,8 @@ class Relay:
 
     def now(self) -> int:
         """A time on the relay's clock, which orders subscriptions, requests
-        for the state and the state renders."""
+        for the state, and the starts of renders (the relay's and the state
+        renders)."""
         self.clock += 1
         return self.clock
 
