@@ -1,8 +1,9 @@
 --[[
   One dispatch round trip of a worker: give back the tokens it is done with,
   then claim up to N waiting tokens, all from the best priority band present
-  (so a lower band never runs before a higher one), oldest-returned first.
-  Taking a token and recording it as held under a lease is one atomic step,
+  (so a lower band never runs before a higher one), oldest-returned first,
+  and never more than half of those waiting (so a request's items spread over
+  the workers instead of one worker taking all its tokens). Taking a token and recording it as held under a lease is one atomic step,
   so a worker that dies right after loses nothing.
 
   Input:
@@ -68,6 +69,9 @@ if #returned > 0 then -- back to the tail of their band, in the order given
 end
 
 local claimed = {}
+if want > 1 then -- take at most half of what waits, so other workers get their share
+  want = math.min(want, math.max(1, math.ceil(redis.call('ZCARD', KEYS[1]) / 2)))
+end
 if want > 0 and redis.call('HGET', KEYS[8], 'paused') ~= '1' then
   local now = now_ms()
   local band = nil
