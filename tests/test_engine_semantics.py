@@ -3,6 +3,7 @@ limits (2), leases and dead letters (4), delays and expiry (7), live priority
 and concurrency changes (8), pub/sub (9), plus pause, cancel and aging."""
 import json
 import time
+from collections import Counter
 
 import pytest
 
@@ -299,3 +300,13 @@ def test_a_scheduled_request_can_run_now(qc):
     burst(qc)
     assert qc.status(sub.id)["state"] == "completed"
     assert not qc.run_now("default", sub.id)
+
+
+def test_a_fast_request_spreads_over_the_workers(qc):
+    """Batching claims many tokens at once, but never all of them: every
+    worker gets a share of one request's items."""
+    sub = qc.submit("default", "echo", list(range(3000)), concurrency=16)
+    with Threads(qc, 3):
+        pass
+    per_worker = Counter(r["worker"] for r in qc.results(sub.id))
+    assert len(per_worker) == 3 and min(per_worker.values()) > 150, per_worker
