@@ -40,6 +40,27 @@ sys.path.insert(0, str(ROOT))
 from tests.cluster_harness import LocalCluster  # noqa: E402
 
 
+class ClusterServer:
+    """What bench/qa.py expects of a server (flushall, `r.info("cpu")`), for a
+    cluster: CPU summed over its masters."""
+
+    def __init__(self, cluster: LocalCluster):
+        self.cluster, self.r = cluster, self
+
+    def flushall(self) -> None:
+        self.cluster.flushall()
+
+    def info(self, section: str) -> dict:
+        assert section == "cpu"
+        total = {"used_cpu_user": 0.0, "used_cpu_sys": 0.0}
+        for port in self.cluster.masters():
+            with self.cluster.node(port) as c:
+                cpu = c.info("cpu")
+            for k in total:
+                total[k] += float(cpu[k])
+        return total
+
+
 def e2e(qa: QA, server, n: int) -> dict:
     server.flushall()
     qa.define()
@@ -124,8 +145,9 @@ def main(argv=None) -> int:
     rows, data = [], rep.data
     data["meta"] = {"quick": q, "redis": server.version, "machine": machine_line(), "root": tree_line(ROOT)}
     try:
-        backends = [("single server", QA(server.url), server, 0), ("cluster, 3 masters", QA(cluster.url), cluster, 0),
-                    ("cluster + WAIT 1", QA(cluster.url), cluster, 1)]
+        as_server = ClusterServer(cluster)
+        backends = [("single server", QA(server.url), server, 0), ("cluster, 3 masters", QA(cluster.url), as_server, 0),
+                    ("cluster + WAIT 1", QA(cluster.url), as_server, 1)]
         for _, qa, _, wait in backends:
             qa.migrate()
             if wait:
@@ -136,13 +158,18 @@ def main(argv=None) -> int:
             res["spread"] = drain(qa, srv, [(spread[1], 50)] * spread[0], timeout=900)
             res["submit"] = submit_rate(qa, srv, n_submit)
             data[name] = res
-            rows.append([name, fmt(res["e2e"]["rate"]), fmt(res["e2e"]["steady"]), fmt(res["spread"]["rate"]),
+            sp = res["spread"]
+            rows.append([name, fmt(res["e2e"]["rate"]), fmt(res["e2e"]["steady"]), fmt(sp["rate"]),
+                         fmt(sp.get("worker_us")), fmt(sp.get("redis_us")),
                          fmt(res["submit"]["rate"]), f"{res['submit']['us_each']:.0f}"])
             rep(f"  {name}: e2e {fmt(res['e2e']['rate'])}/s (steady {fmt(res['e2e']['steady'])}/s), "
                 f"spread {fmt(res['spread']['rate'])}/s, submit {fmt(res['submit']['rate'])} req/s")
         rep("")
         rep(table(["backend", f"e2e items/s ({n_e2e:,}, 1 request)", "steady items/s",
-                   f"drain items/s ({spread[0]} requests)", "submit req/s", "µs/submit"], rows, "lrrrrr"))
+                   f"drain items/s ({spread[0]} requests)", "worker CPU µs/item", "Redis CPU µs/item",
+                   "submit req/s", "µs/submit"], rows, "lrrrrrrr"))
+        rep("# CPU per item (drain): worker processes' CPU and redis-server's (all masters) per item done,"
+            " which depends less than a rate on what else the machine runs")
 
         qa = backends[1][1]
         res = dispatch_load(qa, cluster, args.workers_for_load, *load)

@@ -53,7 +53,9 @@ def _now_ms() -> int:
 def add(client, queue: str, rid: str, delay_ms: int) -> None:
     """Write a far-off request's shard entry (before the request is created,
     so a crash in between leaves only an entry that `move` drops)."""
-    client.redis.zadd(client.keys.queue(queue).sched_shard(shard_of(rid)), {rid: _now_ms() + delay_ms})
+    pipe = client.redis.pipeline(transaction=False)  # a pipeline, so that WAIT_REPLICAS covers it
+    pipe.zadd(client.keys.queue(queue).sched_shard(shard_of(rid)), {rid: _now_ms() + delay_ms})
+    pipe.execute()
 
 
 def move(client, queue: str, shards: list[int] | None = None, now_ms: int | None = None) -> int:
