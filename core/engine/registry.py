@@ -76,6 +76,8 @@ class Registry:
                     self.beat(wid, snapshot())
                 except RETRYABLE as exc:
                     log.debug("heartbeat of %s failed: %s", wid, exc)
+                except Exception:  # anything else must not silence the heartbeat for good
+                    log.exception("heartbeat of %s failed", wid)
 
         self._thread = threading.Thread(target=run, name=f"heartbeat-{wid}", daemon=True)
         self._thread.start()
