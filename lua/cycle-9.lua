@@ -2,8 +2,9 @@
   One dispatch round trip of a worker: give back the tokens it is done with,
   then claim up to N waiting tokens, all from the best priority band present
   (so a lower band never runs before a higher one), oldest-returned first,
-  and never more than half of those waiting (so a request's items spread over
-  the workers instead of one worker taking all its tokens). Taking a token and recording it as held under a lease is one atomic step,
+  and no more than a fair share: the tokens in play (waiting and held)
+  divided by the live workers, so a request's items spread over the workers
+  instead of one worker taking all its tokens. Taking a token and recording it as held under a lease is one atomic step,
   so a worker that dies right after loses nothing.
 
   Input:
@@ -20,7 +21,8 @@
     ARGV[2] lease in ms
     ARGV[3] N, the most tokens to claim (0: only give back)
     ARGV[4] "1" to record claim times in lastserved (aging is on)
-    ARGV[5..] releases, in threes: token, mode (return | park | drop), park-until ms
+    ARGV[5] live workers (for the fair share; 1 if unknown)
+    ARGV[6..] releases, in threes: token, mode (return | park | drop), park-until ms
 
   Output:
     the tokens claimed (possibly none). Released tokens this worker no longer
@@ -44,7 +46,7 @@ local function req(rid)
 end
 
 local returned = {}
-for i = 5, #ARGV, 3 do
+for i = 6, #ARGV, 3 do
   local token, mode = ARGV[i], ARGV[i + 1]
   if redis.call('HGET', KEYS[4], token) == worker then
     redis.call('HDEL', KEYS[4], token)
@@ -69,8 +71,10 @@ if #returned > 0 then -- back to the tail of their band, in the order given
 end
 
 local claimed = {}
-if want > 1 then -- take at most half of what waits, so other workers get their share
-  want = math.min(want, math.max(1, math.ceil(redis.call('ZCARD', KEYS[1]) / 2)))
+local workers = tonumber(ARGV[5]) or 1
+if want > 1 and workers > 1 then -- a fair share, so other workers get tokens too
+  local in_play = redis.call('ZCARD', KEYS[1]) + redis.call('HLEN', KEYS[4])
+  want = math.min(want, math.max(1, math.ceil(in_play / workers)))
 end
 if want > 0 and redis.call('HGET', KEYS[8], 'paused') ~= '1' then
   local now = now_ms()

@@ -91,6 +91,10 @@ class Registry:
         cutoff = _ms() - int(self.dead_after * 1000)
         return self.redis.zrangebyscore(self.keys.workers, "-inf", cutoff)
 
+    def live_count(self) -> int:
+        """Workers whose heartbeat is recent (of every queue)."""
+        return self.redis.zcount(self.keys.workers, _ms() - int(self.dead_after * 1000), "+inf")
+
     def dead_on_host(self, host: str) -> list[str]:
         """Former workers of this host whose process is gone (a restart)."""
         me = os.getpid()

@@ -97,6 +97,7 @@ class Worker:
         self._done: dict[str, list[int]] = {}  # queue -> [done, failed] since the last flush
         self._finishing: dict[str, tuple[str, str]] = {}  # finished request -> (queue, de-dup key), to retire
         self._held: list[Item] = []  # the current batch, until its outcomes reach Redis
+        self._live_workers = 1  # for a fair share of tokens per claim; refreshed by upkeep
         self._renewed = 0.0  # when the batch's leases were last renewed (monotonic)
         self._avg: dict[str, float] = {}  # queue -> moving average of an item's run time (s)
 
@@ -140,6 +141,7 @@ class Worker:
                 # a restart on this host releases what a dead former worker held
                 for wid in self.registry.dead_on_host(self.host):
                     self.upkeep.recover(wid)
+                self._live_workers = max(1, self.registry.live_count())
                 break
             except RETRYABLE as exc:
                 self._backoff(exc)
@@ -232,7 +234,7 @@ class Worker:
             self.scripts.pipe(pipe, "cycle", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked, qk.wake,
                                               qk.config, qk.lastserved],
                               [self.id, self.config(q).lease_ms, want if q == queue else 0,
-                               1 if self.aging_ms else 0, *releases])
+                               1 if self.aging_ms else 0, self._live_workers, *releases])
         minute = int(time.time() // 60)
         for q, (done, failed) in self._done.items():
             tp = self.keys.throughput(q, minute)
@@ -416,6 +418,7 @@ class Worker:
         for queue in self.queues:
             self.upkeep.tick(queue)
         self.upkeep.recover_dead()
+        self._live_workers = max(1, self.registry.live_count())
 
     def _snapshot(self) -> dict:
         item = self.current
