@@ -7,7 +7,7 @@ import time
 from datetime import datetime, timezone
 
 from django import template
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 register = template.Library()
