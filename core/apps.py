@@ -7,4 +7,7 @@ class CoreConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from . import signals  # noqa: F401  (connects model signals; no I/O here)
+        from . import checks, signals, tasks  # noqa: F401  (model signals, system checks, the task resolver)
+        from .catalog import autodiscover
+
+        autodiscover()  # installed apps' processors.py: the web process and workers see the same set

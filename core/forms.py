@@ -9,8 +9,10 @@ from django.conf import settings
 from django.utils import timezone
 
 from core.engine.config import MAX_CONCURRENCY
+from core.engine.errors import QueueError
+from core.engine.limits import MAX_DEDUP_KEY_CHARS, check_item, check_text
 
-MAX_ITEMS = 100_000
+MAX_ITEMS = 100_000  # per request from the form (the engine takes more: limits.MAX_ITEMS_PER_REQUEST)
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
 STATES = ["scheduled", "queued", "running", "completed", "failed", "cancelled", "expired"]
 
@@ -44,15 +46,44 @@ class SubmitForm(forms.Form):
     expires_in_seconds = forms.FloatField(required=False, min_value=1, max_value=10 * 365 * 86400,
                                           label="Expires after (seconds)",
                                           help_text="Items not started by then are marked expired.")
-    dedup_key = forms.CharField(required=False, max_length=200, label="De-dup key",
+    time_limit_seconds = forms.FloatField(required=False, min_value=0, max_value=10 * 365 * 86400,
+                                          label="Time limit (seconds)",
+                                          widget=forms.NumberInput(attrs={"placeholder": "queue default",
+                                                                          "step": "any"}),
+                                          help_text="An item running longer is stopped (a failed attempt). "
+                                                    "0: no limit. Empty: the queue's.")
+    dedup_key = forms.CharField(required=False, max_length=MAX_DEDUP_KEY_CHARS, label="De-dup key",
                                 help_text="Empty: a hash of processor and items.")
+    callback_url = forms.CharField(required=False, max_length=2000, label="Callback URL (webhook)",
+                                   widget=forms.URLInput(attrs={"placeholder": "https://example.com/hook"}),
+                                   help_text="Sent the request's summary, signed with the site's webhook "
+                                             "secret, when it finishes.")
+
+    then_processor = forms.ChoiceField(required=False, label="Then (follow-up processor)",
+                                       help_text="When this request finishes, submit one that follows it.")
+    then_mode = forms.ChoiceField(required=False, label="Follow-up items", initial="each",
+                                  choices=[("each", "each: one per successful result"),
+                                           ("all", "all: one item with every result")])
 
     def __init__(self, *args, queues: list[str], default_queue: str | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["queue"].choices = [(q, q) for q in queues]
         self.fields["processor"].choices = processor_choices()
+        self.fields["then_processor"].choices = [("", "— none —"), *processor_choices()]
+        # items may hold any text, NUL included (as a file or the API); the
+        # limits are checked per line in clean()
+        self.fields["items"].validators = []
         if default_queue:
             self.fields["queue"].initial = default_queue
+
+    def clean_callback_url(self):
+        from core import webhooks
+
+        url = self.cleaned_data.get("callback_url") or ""
+        problem = webhooks.refusal(url) if url else None
+        if problem:
+            raise forms.ValidationError(problem)
+        return url or None
 
     def clean_upload(self):
         f = self.cleaned_data.get("upload")
@@ -70,22 +101,8 @@ class SubmitForm(forms.Form):
             except UnicodeDecodeError:
                 self.add_error("upload", "the file is not UTF-8 text")
                 return data
-        lines = [line.rstrip("\r") for line in text.split("\n")]
-        lines = [line for line in lines if line.strip()]
-        if not lines and not self.errors:
-            self.add_error("items", "give at least one item (a line of text), or upload a file")
-        if len(lines) > MAX_ITEMS:
-            self.add_error("items", f"at most {MAX_ITEMS:,} items per request ({len(lines):,} given)")
-        items = lines
-        if data.get("json_items") and lines:
-            items = []
-            for n, line in enumerate(lines, 1):
-                try:
-                    items.append(json.loads(line))
-                except ValueError:
-                    self.add_error("items", f"line {n} is not valid JSON")
-                    break
-        data["item_list"] = items
+        field = "upload" if upload else "items"
+        data["item_list"] = self.item_list(text, bool(data.get("json_items")), field)
         start_at, delay = data.get("start_at"), data.get("delay_seconds")
         if start_at and delay:
             self.add_error("start_at", "give either a delay or a start time, not both")
@@ -98,7 +115,33 @@ class SubmitForm(forms.Form):
             data["delay"] = max(0.0, seconds)
         else:
             data["delay"] = delay or 0.0
+        if data.get("dedup_key"):
+            try:
+                check_text(data["dedup_key"], "the de-dup key")
+            except QueueError as exc:
+                self.add_error("dedup_key", str(exc))
         return data
+
+    def item_list(self, text: str, as_json: bool, field: str) -> list:
+        """One item per non-blank line (numbered as in the text), each checked
+        as the engine will; errors go to `field` and name the line."""
+        numbered = [(n, line.rstrip("\r")) for n, line in enumerate(text.split("\n"), 1)]
+        numbered = [(n, line) for n, line in numbered if line.strip()]
+        if not numbered and not self.errors:
+            self.add_error("items", "give at least one item (a line of text), or upload a file")
+        if len(numbered) > MAX_ITEMS:
+            self.add_error(field, f"at most {MAX_ITEMS:,} items per request ({len(numbered):,} given)")
+            return []
+        items = []
+        for n, line in numbered:
+            try:
+                item = json.loads(line) if as_json else line
+                check_item(item, f"line {n}")
+            except (ValueError, RecursionError) as exc:  # QueueError is a ValueError
+                self.add_error(field, str(exc) if isinstance(exc, QueueError) else f"line {n} is not valid JSON")
+                return []
+            items.append(item)
+        return items
 
 
 class RequestFilterForm(forms.Form):

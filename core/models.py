@@ -9,6 +9,7 @@ import secrets
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
+from django.utils import timezone
 
 from core.engine.config import MAX_CONCURRENCY, QueueConfig
 
@@ -33,6 +34,9 @@ class Queue(models.Model):
                                                     validators=[MinValueValidator(1)],
                                                     help_text="How long a finished request's items stay in Redis.")
     paused = models.BooleanField(default=False)
+    time_limit_seconds = models.FloatField(
+        default=_DEFAULTS.time_limit_seconds, validators=[MinValueValidator(0)],
+        help_text="An item running longer than this is stopped and counts as a failed attempt (0 = no limit).")
 
     class Meta:
         ordering = ["name"]
@@ -44,7 +48,7 @@ class Queue(models.Model):
         return QueueConfig(priority=self.priority, concurrency=self.concurrency, lease_seconds=self.lease_seconds,
                            max_attempts=self.max_attempts, backoff_seconds=self.backoff_seconds,
                            backoff_max_seconds=self.backoff_max_seconds, retention_seconds=self.retention_seconds,
-                           paused=self.paused)
+                           paused=self.paused, time_limit_seconds=self.time_limit_seconds)
 
 
 class RequestRecord(models.Model):
@@ -87,6 +91,13 @@ class ApiToken(models.Model):
     prefix = models.CharField(max_length=8, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    # Space-separated names from core.auth.SCOPES; tokens from before scopes got "read submit steer".
+    scopes = models.CharField(max_length=64, help_text="What the token may do (see core.auth.SCOPES).")
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="Refused from then on (empty: never expires).")
+    revoked_at = models.DateTimeField(null=True, blank=True, help_text="Refused from then on.")
+    # Signs the webhooks of requests this token submits (core/webhooks.py); shown once, with the key.
+    # Empty for tokens issued before webhooks: they cannot ask for one.
+    webhook_secret = models.CharField(max_length=64, blank=True, editable=False)
 
     def __str__(self):
         return f"{self.prefix}… ({self.user})"
@@ -96,8 +107,98 @@ class ApiToken(models.Model):
         return hashlib.sha256(key.encode()).hexdigest()
 
     @classmethod
-    def issue(cls, user, name: str = "") -> tuple["ApiToken", str]:
-        """Create a token; the plain key is returned once and never stored."""
+    def issue(cls, user, name: str = "", scopes=None, expires_at=None) -> tuple["ApiToken", str]:
+        """Create a token; the plain key is returned once and never stored.
+        No permission check here: callers apply core.auth.grant_error first."""
+        from . import auth
+
+        scopes = auth.parse_scopes(auth.DEFAULT_SCOPES if scopes is None else scopes)
         key = "qa_" + secrets.token_urlsafe(32)
-        token = cls.objects.create(user=user, name=name, key_hash=cls.hash(key), prefix=key[:8])
+        token = cls.objects.create(user=user, name=name, key_hash=cls.hash(key), prefix=key[:8],
+                                   scopes=" ".join(scopes), expires_at=expires_at,
+                                   webhook_secret="whsec_" + secrets.token_urlsafe(32))
         return token, key
+
+    @property
+    def scopes_list(self) -> list[str]:
+        return self.scopes.split()
+
+    @property
+    def scope_set(self) -> frozenset[str]:
+        return frozenset(self.scopes.split())
+
+    def usable(self, now=None) -> bool:
+        """Neither revoked nor expired (the user's state is checked by core.auth)."""
+        now = now or timezone.now()
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+
+    def allows(self, scope: str) -> bool:
+        """Carries `scope` and its user still holds the permission behind it."""
+        from . import auth
+
+        return auth.allows(self, scope)
+
+
+class PeriodicRequest(models.Model):
+    """A request submitted again at each due time (a cron expression or a fixed
+    interval). Saving publishes it to Redis, where workers fire it
+    (core/periodic.py, core/engine/periodic.py); last and next run are
+    copied back from Redis when the Scheduled page or the admin list is shown."""
+
+    CATCH_UP = [("once", "once: one request for all missed times"), ("skip", "skip: none for missed times")]
+
+    name = models.CharField(max_length=64, unique=True,
+                            validators=[RegexValidator(r"^[A-Za-z0-9._-]+$", "letters, digits, '.', '_' or '-'")])
+    queue = models.ForeignKey(Queue, to_field="name", db_column="queue", on_delete=models.PROTECT,
+                              related_name="periodic_requests")
+    processor = models.CharField(max_length=100)
+    items = models.TextField(help_text="One item per line (each line a JSON value if 'items are JSON').")
+    items_are_json = models.BooleanField(default=False)
+    priority = models.PositiveSmallIntegerField(null=True, blank=True, validators=[MaxValueValidator(99)],
+                                                help_text="0-99; empty: the queue's default.")
+    concurrency = models.PositiveIntegerField(null=True, blank=True,
+                                              validators=[MinValueValidator(1), MaxValueValidator(MAX_CONCURRENCY)],
+                                              help_text="Empty: the queue's default.")
+    time_limit_seconds = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0)],
+                                           help_text="Per item (0 = none); empty: the queue's.")
+    cron = models.CharField(max_length=100, blank=True,
+                            help_text="e.g. '0 3 * * *' (03:00 daily), 6 fields for seconds ('*/10 * * * * *').")
+    interval_seconds = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)],
+                                                   help_text="Instead of cron: every N seconds, counted from the "
+                                                             "Unix epoch (60 fires on the minute).")
+    timezone = models.CharField(max_length=64, default="UTC", help_text="The cron expression's time zone.")
+    enabled = models.BooleanField(default=True)
+    catch_up = models.CharField(max_length=8, choices=CATCH_UP, default="once",
+                                help_text="After downtime with no worker running.")
+    last_run_at = models.DateTimeField(null=True, blank=True, editable=False)
+    last_request_id = models.CharField(max_length=32, blank=True, editable=False)
+    next_run_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+    def item_list(self) -> list:
+        """The items as submitted; ValueError names a line that is not JSON."""
+        import json
+
+        lines = [line for line in (raw.rstrip("\r") for raw in self.items.split("\n")) if line.strip()]
+        if not self.items_are_json:
+            return lines
+        out = []
+        for n, line in enumerate(lines, 1):
+            try:
+                out.append(json.loads(line))
+            except ValueError as exc:
+                raise ValueError(f"line {n} is not JSON: {exc}") from None
+        return out
+
+    def to_definition(self):
+        from core.engine.periodic import Definition
+
+        return Definition(name=self.name, queue=self.queue_id, processor=self.processor, items=self.item_list(),
+                          priority=self.priority, concurrency=self.concurrency,
+                          time_limit=self.time_limit_seconds, cron=self.cron.strip(),
+                          interval=self.interval_seconds or 0, tz=self.timezone, catch_up=self.catch_up)

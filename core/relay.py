@@ -19,6 +19,12 @@ older state, whichever of two renders finishes first: a state render that
 ends after a newer relay push (say, the final one) is dropped, not sent over
 it.
 
+Budget: all the renders of a process (pushes and states alike) share a CPU
+budget, `RENDER_BUDGET` (half a core) on average: once it is spent, no
+render starts until it has refilled, whatever the number of topics and
+sockets. Pages then update less often; none is lost (dirty topics stay
+dirty, sockets waiting for their state wait).
+
 Coalescing: renders of a topic start at least `MIN_INTERVAL` apart (100 ms,
 so at most 10 updates a second per page), further apart if rendering it is
 costly (twice the CPU time of the last render, so that rendering one topic
@@ -56,6 +62,8 @@ from django.conf import settings
 log = logging.getLogger("queueadmin.relay")
 
 MIN_INTERVAL = 0.1  # seconds between two renders of one topic (<= 10 updates/s)
+RENDER_BUDGET = 0.5  # CPU seconds a second all renders of a process may use (half a core), on average
+RENDER_BURST = 1.0  # CPU seconds they may use at once, after a quiet while
 LINGER = 10.0  # seconds the relay stays up after its last subscriber left
 VARIANTS = ("act", "view")
 PART = "<!--qa-part-->"  # fragments made of several swappable parts mark the joins
@@ -110,6 +118,9 @@ class Relay:
         self.members: dict[tuple[str, str], set] = {}  # consumers of this process, by (topic, variant)
         self.clock = 0  # orders subscriptions, requests for the state and renders (see `now`)
         self.states: dict[tuple[str, str], tuple[int, asyncio.Future]] = {}  # state renders under way
+        from core.sockets import Bucket
+
+        self.budget = Bucket(rate=RENDER_BUDGET, burst=RENDER_BURST)
 
     # -- subscribers ------------------------------------------------------------
 
@@ -146,9 +157,18 @@ class Relay:
             if entry is not None and not entry[1].done():
                 await asyncio.wait((entry[1],))  # too old for this socket: wait for it, then start the next
                 continue
-            future = asyncio.ensure_future(sync_to_async(render, thread_sensitive=False)(topic, variant))
+            future = asyncio.ensure_future(self._state_render(topic, variant))
             entry = self.states[key] = (self.now(), future)
             future.add_done_callback(lambda f, key=key, entry=entry: self._state_done(key, entry))
+
+    async def _state_render(self, topic: str, variant: str) -> str:
+        while (wait := self.budget.wait()) > 0:
+            self.stats["budget_waits"] += 1
+            await asyncio.sleep(wait)
+        html, used = await sync_to_async(timed_render, thread_sensitive=False)(topic, variant)
+        self.budget.spend(used)
+        self.stats["renders"] += 1
+        return html
 
     def _state_done(self, key, entry) -> None:
         if self.states.get(key) is entry:
@@ -277,6 +297,11 @@ class Relay:
                     if t is not asyncio.current_task():
                         t.cancel()
                 return
+            over = self.budget.wait()
+            if over > 0:  # the process's renders used their CPU budget: let it refill
+                self.stats["budget_waits"] += 1
+                await asyncio.sleep(min(over, 1.0))
+                continue
             due, wait = self._due(now)
             if due:
                 await asyncio.gather(*(self._render_and_send(t) for t in due))
@@ -301,6 +326,8 @@ class Relay:
             try:
                 html, used = await sync_to_async(timed_render, thread_sensitive=False)(topic, variant)
                 cpu += used
+                self.budget.spend(used)
+                self.stats["renders"] += 1
             except Exception:
                 log.exception("relay: rendering %s failed", topic)
                 continue

@@ -50,20 +50,32 @@ def _dt(epoch: float | None):
 PREVIEW_CHARS = 20_000
 
 
+def db_text(text: str) -> str:
+    """Text for the history's display columns: PostgreSQL text cannot hold NUL,
+    so it shows as U+FFFD there (the items themselves keep it, in Redis)."""
+    return text.replace("\x00", "\ufffd")
+
+
 def record(status: dict, items_preview: str | None = None, user=None) -> None:
-    """Create or update a request's summary from an engine status dict."""
+    """Create or update a request's summary from an engine status dict (and,
+    once it finished, make its webhook delivery if it asked for one)."""
     from .models import RequestRecord
+
+    if status.get("callback_url"):
+        from . import webhooks
+
+        webhooks.enqueue_finished(status)
 
     values = {
         "queue": status["queue"], "processor": status["processor"], "state": status["state"],
         "priority": status["priority"], "concurrency": status["concurrency"], "total": status["total"],
         "done": status["done"], "failed": status["failed"], "expired": status["expired"],
-        "dedup_key": status.get("dedup_key", "")[:200], "created_at": _dt(status["created_at"]),
+        "dedup_key": db_text(status.get("dedup_key", "")[:200]), "created_at": _dt(status["created_at"]),
         "not_before": _dt(status["not_before"]), "expires_at": _dt(status["expires_at"]),
         "started_at": _dt(status["started_at"]), "finished_at": _dt(status["finished_at"]),
     }
     if items_preview is not None:
-        values["items_preview"] = items_preview[:PREVIEW_CHARS]
+        values["items_preview"] = db_text(items_preview[:PREVIEW_CHARS])
     if user is not None and getattr(user, "is_authenticated", False):
         values["submitted_by"] = user
     RequestRecord.objects.update_or_create(id=status["id"], defaults=values)
@@ -83,9 +95,18 @@ def submit(queue: str, processor: str, items: list, user=None, **options):
 
 
 def record_many(statuses: list[dict]) -> None:
-    """Record several summaries in one transaction (a worker's finished requests)."""
-    from django.db import transaction
+    """Record several summaries in one transaction (a worker's finished requests).
+    A worker keeps its connection for good: when the database dropped it
+    (restart, failover), reconnect and write once more."""
+    from django.db import InterfaceError, OperationalError, connection, transaction
 
-    with transaction.atomic():
-        for status in statuses:
-            record(status)
+    for attempt in (1, 2):
+        try:
+            with transaction.atomic():
+                for status in statuses:
+                    record(status)
+            return
+        except (OperationalError, InterfaceError):
+            if attempt == 2 or connection.in_atomic_block:
+                raise
+            connection.close()

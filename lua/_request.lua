@@ -55,3 +55,24 @@ local function pending_info(id)
   if #p == 0 then return nil end
   return p[1][2], tonumber(p[1][4]) -- consumer, delivery count
 end
+
+--[[
+  A lean request (one item, created finalized: create-2 chooses it) keeps its
+  item in a small HASH at the items key instead of a stream with a consumer
+  group: i (index 0), p (payload), e (entry id, "created_ms-0"), d (deliveries
+  so far), h (the worker holding it, while delivered and not closed), t (its
+  last delivery, ms), c ("1" once it has an outcome). Its leases, results and dead letters are the same
+  structures as a stream item's, under its entry id.
+]]
+local function is_lean(items)
+  return redis.call('TYPE', items)['ok'] == 'hash'
+end
+
+-- close a lean item with an outcome record (and a counter to add to, or nil)
+local function lean_close(id, idx, record, counter)
+  redis.call('HDEL', KEYS[2], 'h')
+  redis.call('HSET', KEYS[2], 'c', 1)
+  redis.call('ZREM', KEYS[3], id)
+  redis.call('HSET', KEYS[4], idx, record)
+  if counter then redis.call('HINCRBY', KEYS[1], counter, 1) end
+end

@@ -10,7 +10,7 @@
     ARGV[1] worker id
     ARGV[2] retention in ms (for keys of a request that closes now)
     ARGV[3] pub/sub channel for events ("" for none)
-    ARGV[4..] outcomes, in fives: entry id, item index, outcome (done | retry | dead),
+    ARGV[4..] outcomes, in fives: entry id, item index, outcome (done | retry | dead | cancelled),
               result record (JSON text), retry delay in ms
 
   Output:
@@ -21,9 +21,31 @@
 local worker = ARGV[1]
 local now = now_ms()
 local counted, done, failed = 0, 0, 0
+local lean = redis.call('HGET', KEYS[1], 'lean') == '1'
 for i = 4, #ARGV, 5 do
   local id, idx, outcome = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  if outcome == 'done' then
+  local holder = lean and redis.call('HGET', KEYS[2], 'h')
+  if lean and outcome == 'done' then
+    if holder then -- delivered and not closed yet: the first acknowledgement counts
+      lean_close(id, idx, ARGV[i + 3], nil)
+      done = done + 1
+      counted = counted + 1
+    end
+  elseif lean then
+    if holder == worker then -- retry/dead only from the item's current holder
+      if outcome == 'retry' then
+        redis.call('HSET', KEYS[4], idx, ARGV[i + 3])
+        redis.call('ZADD', KEYS[3], now + tonumber(ARGV[i + 4]), id)
+      else
+        lean_close(id, idx, ARGV[i + 3], nil)
+        if outcome ~= 'cancelled' then
+          redis.call('ZADD', KEYS[5], tonumber(idx), id) -- scored by item index, as below
+          failed = failed + 1
+        end
+      end
+      counted = counted + 1
+    end
+  elseif outcome == 'done' then
     -- the first worker to acknowledge an item counts it (XACK says 0 after that)
     if redis.call('XACK', KEYS[2], 'g', id) == 1 then
       redis.call('HSET', KEYS[4], idx, ARGV[i + 3])
@@ -35,10 +57,13 @@ for i = 4, #ARGV, 5 do
     redis.call('HSET', KEYS[4], idx, ARGV[i + 3])
     if outcome == 'retry' then
       redis.call('ZADD', KEYS[3], now + tonumber(ARGV[i + 4]), id)
+    elseif outcome == 'cancelled' then -- stopped because its request was cancelled: no dead letter
+      redis.call('XACK', KEYS[2], 'g', id)
+      redis.call('ZREM', KEYS[3], id)
     else
       redis.call('XACK', KEYS[2], 'g', id)
       redis.call('ZREM', KEYS[3], id)
-      redis.call('ZADD', KEYS[5], now, id)
+      redis.call('ZADD', KEYS[5], tonumber(idx), id) -- scored by item index: dead letters list in item order
       failed = failed + 1
     end
     counted = counted + 1

@@ -1,6 +1,8 @@
 --[[
   Create a request: its meta hash, its item stream with the consumer group,
-  and a first batch of items (more may follow through `add`).
+  and a first batch of items (more may follow through `add`). A request of
+  one item, finalized, is lean: its item is a small hash at the items key
+  (see _request.lua), a fifth of the memory of a stream with its group.
 
   Input:
     KEYS[1] meta   HASH of the request
@@ -26,6 +28,12 @@ for i = 5, first - 1 do args[#args + 1] = ARGV[i] end
 local delay, exp = tonumber(ARGV[1]), tonumber(ARGV[2])
 if delay > 0 then args[#args + 1] = 'not_before'; args[#args + 1] = now + delay end
 if exp > 0 then args[#args + 1] = 'expires_at'; args[#args + 1] = now + exp end
+if n == 1 and ARGV[3] == '1' then
+  args[#args + 1] = 'lean'; args[#args + 1] = 1
+  redis.call('HSET', KEYS[1], unpack(args))
+  redis.call('HSET', KEYS[2], 'i', 0, 'p', ARGV[first], 'e', fmt(now) .. '-0', 'd', 0)
+  return 1
+end
 redis.call('HSET', KEYS[1], unpack(args))
 redis.call('XGROUP', 'CREATE', KEYS[2], 'g', '$', 'MKSTREAM')
 for i = first, #ARGV do

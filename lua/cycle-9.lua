@@ -1,7 +1,9 @@
 --[[
   One dispatch round trip of a worker: give back the tokens it is done with,
-  then claim up to N waiting tokens, all from the best priority band present
-  (so a lower band never runs before a higher one), oldest-returned first,
+  then claim up to N waiting tokens, best priority band first and
+  oldest-returned first within a band, continuing into lower bands once a
+  band has no token waiting (so a lower band's token is never taken while a
+  higher band's waits, and many priority levels still give full batches),
   and no more than a fair share: the tokens in play (waiting and held)
   divided by the live workers, so a request's items spread over the workers
   instead of one worker taking all its tokens. Taking a token and recording it as held under a lease is one atomic step,
@@ -78,14 +80,10 @@ if want > 1 and workers > 1 then -- a fair share, so other workers get tokens to
 end
 if want > 0 and redis.call('HGET', KEYS[8], 'paused') ~= '1' then
   local now = now_ms()
-  local band = nil
   for _ = 1, want + 100 do
     if #claimed >= want then break end
-    local top = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+    local top = redis.call('ZRANGE', KEYS[1], 0, 0)
     if #top == 0 then break end
-    local b = math.floor(tonumber(top[2]) / BAND)
-    if band and b ~= band then break end -- only the best band in one claim
-    band = b
     local token = top[1]
     redis.call('ZREM', KEYS[1], token)
     local rid, k = parse_token(token)

@@ -18,7 +18,12 @@ if #ids == 0 then ids = redis.call('ZRANGE', KEYS[5], 0, -1) end
 local now, n = now_ms(), 0
 for _, id in ipairs(ids) do
   if redis.call('ZREM', KEYS[5], id) == 1 then
-    local e = redis.call('XRANGE', KEYS[2], id, id)
+    local e = {}
+    if is_lean(KEYS[2]) then -- a lean request's item (_request.lua)
+      if redis.call('HGET', KEYS[2], 'e') == id then e = {{id, {'i', redis.call('HGET', KEYS[2], 'i')}}} end
+    else
+      e = redis.call('XRANGE', KEYS[2], id, id)
+    end
     if #e == 1 then
       local idx = entry_fields(e[1][2])
       local rec = cjson.decode(redis.call('HGET', KEYS[4], idx) or '{"status":"failed"}')

@@ -3,7 +3,7 @@
   given entry ids, or every item a given worker holds (a dead worker).
 
   Input:
-    KEYS[1] items   STREAM of the request
+    KEYS[1] items   STREAM of the request (a HASH for a lean request, _request.lua)
     KEYS[2] leases  ZSET entry id -> lease deadline
     ARGV[1] mode: ids | worker
     ARGV[2..] entry ids (ids), or the worker id (worker)
@@ -13,7 +13,10 @@
 ]]
 --@include _common.lua
 local ids = {}
-if ARGV[1] == 'worker' then
+if ARGV[1] == 'worker' and redis.call('TYPE', KEYS[1])['ok'] == 'hash' then -- a lean request (_request.lua)
+  local f = redis.call('HMGET', KEYS[1], 'h', 'e')
+  if f[1] == ARGV[2] then ids[1] = f[2] end
+elseif ARGV[1] == 'worker' then
   for _, p in ipairs(redis.call('XPENDING', KEYS[1], 'g', '-', '+', 10000, ARGV[2])) do ids[#ids + 1] = p[1] end
 else
   for i = 2, #ARGV do ids[#ids + 1] = ARGV[i] end

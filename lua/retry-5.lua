@@ -22,10 +22,17 @@ local ids = {}
 for i = 2, #ARGV do ids[#ids + 1] = ARGV[i] end
 if #ids == 0 then ids = redis.call('ZRANGE', KEYS[5], 0, -1) end
 local n = 0
+local lean = redis.call('HGET', KEYS[1], 'lean') == '1'
 for _, id in ipairs(ids) do
   if redis.call('ZREM', KEYS[5], id) == 1 then
-    local e = redis.call('XRANGE', KEYS[2], id, id)
-    if #e == 1 then
+    local e = lean and {} or redis.call('XRANGE', KEYS[2], id, id)
+    if lean and redis.call('HGET', KEYS[2], 'e') == id then -- undelivered again, attempts from 1
+      redis.call('HDEL', KEYS[4], redis.call('HGET', KEYS[2], 'i'))
+      redis.call('HDEL', KEYS[2], 'c', 'h')
+      redis.call('HSET', KEYS[2], 'd', 0)
+      redis.call('HINCRBY', KEYS[1], 'failed', -1)
+      n = n + 1
+    elseif #e == 1 then
       local idx, payload = entry_fields(e[1][2])
       redis.call('XADD', KEYS[2], '*', 'i', idx, 'p', payload)
       redis.call('HDEL', KEYS[4], idx)

@@ -15,8 +15,8 @@
     ARGV[6] N, the number of tokens held
 
   Output:
-    {kind, wake time, processor, de-dup key, id1, index1, payload1, attempt1, id2, ...}
-    with up to N items; kind says what to do with the tokens left without one:
+    {kind, wake time, processor, de-dup key, time limit, id1, index1, payload1, attempt1, id2, ...}
+    with up to N items (time limit: the request's own, in seconds, or "" for the queue's); kind says what to do with the tokens left without one:
       0  none left over
       2  park them until the wake time (items in flight elsewhere or waiting to retry)
       3  park them until items are added (streamed request, not finalized)
@@ -30,11 +30,11 @@ local retention, channel, want = tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
 local meta = KEYS[1]
 local state = redis.call('HGET', meta, 'state')
 if not state then return -1 end -- NOT_FOUND
-local info = redis.call('HMGET', meta, 'processor', 'dedup_key')
-local processor, dedup = info[1] or '', info[2] or ''
-if TERMINAL[state] then return {4, 0, processor, dedup} end
+local info = redis.call('HMGET', meta, 'processor', 'dedup_key', 'time_limit')
+local processor, dedup, limit = info[1] or '', info[2] or '', info[3] or ''
+if TERMINAL[state] then return {4, 0, processor, dedup, limit} end
 local now = now_ms()
-local out = {0, 0, processor, dedup}
+local out = {0, 0, processor, dedup, limit}
 
 local function close_item(id, idx, record, counter)
   redis.call('XACK', KEYS[2], 'g', id)
@@ -52,6 +52,56 @@ local function leftover()
   return 4, 0
 end
 
+-- The request runs once an item is handed out; tokens left without an item get
+-- their instruction. Returns the script's answer.
+local function finish_take(given)
+  if given > 0 and state ~= 'running' then
+    redis.call('HSET', meta, 'state', 'running')
+    if not redis.call('HGET', meta, 'started_at') then redis.call('HSET', meta, 'started_at', now) end
+  end
+  if given < want then
+    out[1], out[2] = leftover()
+  end
+  return out
+end
+
+-- A lean request (one item in a hash, see _request.lua): the same steps for its item.
+if redis.call('HGET', meta, 'lean') == '1' then
+  local f = redis.call('HMGET', KEYS[2], 'i', 'p', 'e', 'd', 'c')
+  local idx, payload, id, d = f[1], f[2], f[3], tonumber(f[4]) or 0
+  local lease_at = tonumber(redis.call('ZSCORE', KEYS[3], id))
+  local runnable = f[5] ~= '1' and ((d == 0 and not lease_at) or (lease_at and lease_at <= now))
+  local expires_at = tonumber(redis.call('HGET', meta, 'expires_at'))
+  if expires_at and now >= expires_at then
+    if runnable then lean_close(id, idx, cjson.encode({status = 'expired'}), 'expired') end
+    if finish_if_done(now, retention, channel) then return {4, 0, processor, dedup, limit} end
+    local kind, wake_at = leftover()
+    return {kind, wake_at, processor, dedup, limit}
+  end
+  local given = 0
+  if runnable and want >= 1 then
+    if d + 1 > max_attempts then -- its lease ran out on every attempt
+      local rec = cjson.decode(redis.call('HGET', KEYS[4], idx) or '{}')
+      rec.status = 'failed'
+      rec.attempts = d
+      if not rec.error then rec.error = 'lease expired: the worker died or stalled on every attempt' end
+      rec.finished_at = now / 1000
+      lean_close(id, idx, cjson.encode(rec), 'failed')
+      redis.call('ZADD', KEYS[5], tonumber(idx), id) -- scored by item index (see ack)
+      if finish_if_done(now, retention, channel) then
+        out[1] = 4
+        return out
+      end
+    else
+      redis.call('HSET', KEYS[2], 'h', worker, 'd', d + 1, 't', now)
+      redis.call('ZADD', KEYS[3], now + lease, id)
+      out[6], out[7], out[8], out[9] = id, idx, payload, d + 1
+      given = 1
+    end
+  end
+  return finish_take(given)
+end
+
 -- Expired request: everything not yet run is marked expired, a batch per call.
 local expires_at = tonumber(redis.call('HGET', meta, 'expires_at'))
 if expires_at and now >= expires_at then
@@ -65,10 +115,10 @@ if expires_at and now >= expires_at then
   if fresh then
     for _, e in ipairs(fresh[1][2]) do close_item(e[1], entry_fields(e[2]), expired_record, 'expired'); n = n + 1 end
   end
-  if finish_if_done(now, retention, channel) then return {4, 0, processor, dedup} end
-  if n > 0 then return {2, now, processor, dedup} end -- more to expire: come back at once
+  if finish_if_done(now, retention, channel) then return {4, 0, processor, dedup, limit} end
+  if n > 0 then return {2, now, processor, dedup, limit} end -- more to expire: come back at once
   local kind, wake_at = leftover()
-  return {kind, wake_at, processor, dedup}
+  return {kind, wake_at, processor, dedup, limit}
 end
 
 local function hand_out(id, idx, payload, attempt)
@@ -97,8 +147,9 @@ for _ = 1, want + 100 do
       rec.status = 'failed'
       rec.attempts = attempt - 1
       if not rec.error then rec.error = 'lease expired: the worker died or stalled on every attempt' end
+      rec.finished_at = now / 1000
       close_item(id, idx, cjson.encode(rec), 'failed')
-      redis.call('ZADD', KEYS[5], now, id)
+      redis.call('ZADD', KEYS[5], tonumber(idx), id) -- scored by item index (see ack)
       if finish_if_done(now, retention, channel) then
         out[1] = 4
         return out
@@ -121,11 +172,4 @@ if given < want then
   end
 end
 
-if given > 0 and state ~= 'running' then
-  redis.call('HSET', meta, 'state', 'running')
-  if not redis.call('HGET', meta, 'started_at') then redis.call('HSET', meta, 'started_at', now) end
-end
-if given < want then
-  out[1], out[2] = leftover()
-end
-return out
+return finish_take(given)

@@ -12,6 +12,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from core.bodylimit import BodyLimit  # noqa: E402
 from core.consumers import SERVER_SEND  # noqa: E402
 from core.routing import websocket_urlpatterns  # noqa: E402
 
@@ -27,7 +28,8 @@ def keep_server_send(app):
 
 application = ProtocolTypeRouter({
     # the ASGI server serves /static/ itself (htmx, CSS): the dashboard needs no web server in front
-    "http": ASGIStaticFilesHandler(django_asgi_app),
+    # bodies over the caps are refused before they are read (core.bodylimit)
+    "http": BodyLimit(ASGIStaticFilesHandler(django_asgi_app)),
     "websocket": keep_server_send(
         AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))),
 })

@@ -1,22 +1,79 @@
 """Django settings for queueadmin.
 
-Everything that differs between machines comes from the environment:
-REDIS_URL (the run script starts an embedded redis-server and sets it when it
-is unset), DATABASE_PATH, DJANGO_SECRET_KEY, DJANGO_DEBUG.
+Everything that differs between machines comes from the environment (read
+with django-environ; the README's "Configuration and production" lists every
+variable): REDIS_URL (the run script starts an embedded redis-server and sets
+it when it is unset), DATABASE_URL / DATABASE_PATH, DJANGO_SECRET_KEY,
+DJANGO_DEBUG, and the production switches DJANGO_SECURE, DJANGO_ALLOWED_HOSTS,
+DJANGO_CSRF_TRUSTED_ORIGINS, DJANGO_SECURE_PROXY_SSL_HEADER.
+
+Secure by default: DEBUG is off unless DJANGO_DEBUG=1, and without
+DJANGO_SECRET_KEY a key is generated once into the data folder (mode 0600).
 """
 import json
+import importlib.util
 import os
+import secrets
+from datetime import timedelta
 from pathlib import Path
+
+import environ  # django-environ
+
+env = environ.Env()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("QUEUEADMIN_VAR", BASE_DIR / "var"))
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me-in-production")
-DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
-ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",")
+
+def _secret_key(path: Path, var: str = "DJANGO_SECRET_KEY") -> str:
+    """The variable `var`, else the key in `path` (VAR_DIR/...), made on first start.
+    Written to a private temp file and linked into place, so processes starting
+    together never read a half-written key and all end up with the same one."""
+    key = env.str(var, default="")
+    if key:
+        return key
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(50) + "\n")
+        try:
+            os.link(tmp, path)  # fails if another process was first: use theirs
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key(VAR_DIR / "secret_key")
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+# A shared key for a metrics scraper (core.auth.metrics_allowed); empty: API tokens with the metrics scope only.
+QUEUEADMIN_METRICS_TOKEN = env.str("QUEUEADMIN_METRICS_TOKEN", default="")
+
+# -- production: behind an HTTPS proxy (README "Configuration and production") --
+# DJANGO_SECURE=1 turns on secure cookies, the HTTPS redirect and HSTS; each can
+# be overridden on its own. DJANGO_SECURE_PROXY_SSL_HEADER names the header by
+# which the proxy says the request came over HTTPS (e.g. X-Forwarded-Proto,
+# value "https"); only set it when the proxy always sets or strips that header.
+SECURE = env.bool("DJANGO_SECURE", default=False)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=SECURE)
+SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=SECURE)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]  # probes on plain HTTP carry no secret
+SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=365 * 86400 if SECURE else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=SECURE)
+SECURE_HSTS_PRELOAD = env.bool("DJANGO_SECURE_HSTS_PRELOAD", default=SECURE)
+if env.str("DJANGO_SECURE_PROXY_SSL_HEADER", default=""):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + env.str("DJANGO_SECURE_PROXY_SSL_HEADER").upper().replace("-", "_"), "https")
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = CSRF_COOKIE_SAMESITE = "Lax"
+X_FRAME_OPTIONS = "DENY"
 
 INSTALLED_APPS = [
-    "daphne",
+    # no "daphne" app: it imports Twisted into every command; uvicorn serves the dashboard (bin/run)
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -25,11 +82,30 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "channels",
+    "axes",
     "core",
 ]
+# Django Tasks: the `django-tasks` backport before Django 6 (built in from 6.0),
+# and more apps from QUEUEADMIN_EXTRA_APPS (comma-separated; apps with tasks.py
+# or processors.py, e.g. the tests' example app in worker processes).
+import django  # noqa: E402
+
+if django.VERSION < (6, 0):
+    INSTALLED_APPS.append("django_tasks")
+INSTALLED_APPS += [a.strip() for a in os.environ.get("QUEUEADMIN_EXTRA_APPS", "").split(",") if a.strip()]
+TASKS = {
+    "default": {
+        "BACKEND": "core.tasks.QueueadminBackend",
+        "QUEUES": [],  # any queue defined in the admin
+        # True: an enqueue inside a transaction is submitted when it commits (dropped on rollback)
+        "ENQUEUE_ON_COMMIT": env.bool("QUEUEADMIN_TASKS_ON_COMMIT", default=False),
+    }
+}
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -37,6 +113,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "core.middleware.RedisTroubleMiddleware",  # Redis down or full: a 503 page, not a 500
+    "axes.middleware.AxesMiddleware",  # last: turns a locked-out login into the lockout page
 ]
 
 ROOT_URLCONF = "queueadmin.urls"
@@ -57,16 +135,42 @@ TEMPLATES = [
 WSGI_APPLICATION = None
 ASGI_APPLICATION = "queueadmin.asgi.application"
 
-DATABASES = {
-    "default": {
-        "ENGINE": "django.db.backends.sqlite3",
-        "NAME": os.environ.get("DATABASE_PATH", str(VAR_DIR / "db.sqlite3")),
-        # IMMEDIATE: several worker processes write history; take the write lock up front.
-        "OPTIONS": {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL;", "transaction_mode": "IMMEDIATE"},
-    }
-}
+# DATABASE_URL (postgres://user:pass@host:5432/db, psycopg 3) selects the
+# database, which web and workers on several machines then share; without it,
+# the embedded SQLite file DATABASE_PATH (one machine).
+if env.str("DATABASE_URL", default=""):
+    _db = env.db_url("DATABASE_URL")
+else:
+    _db = {"ENGINE": "django.db.backends.sqlite3", "NAME": env.str("DATABASE_PATH", default=str(VAR_DIR / "db.sqlite3"))}
+if _db["ENGINE"] == "django.db.backends.sqlite3":
+    # IMMEDIATE: several worker processes write history; take the write lock up front.
+    _db["OPTIONS"] = {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL;", "transaction_mode": "IMMEDIATE",
+                      **_db.get("OPTIONS", {})}
+else:
+    # 0: a connection per request (ASGI); workers keep theirs and drop it when it breaks
+    _db["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=0)
+    _db["CONN_HEALTH_CHECKS"] = True
+DATABASES = {"default": _db}
 
-AUTH_PASSWORD_VALIDATORS = []
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 10}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+# Login throttling (django-axes): after QUEUEADMIN_LOGIN_FAILURES failed logins
+# for one username from one address, that pair is refused for
+# QUEUEADMIN_LOGIN_COOLOFF_MINUTES (`manage.py axes_reset_username NAME` lifts it).
+AUTHENTICATION_BACKENDS = [
+    "core.login_backend.LoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env.int("QUEUEADMIN_LOGIN_FAILURES", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.float("QUEUEADMIN_LOGIN_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
@@ -80,19 +184,63 @@ STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").exists() else 
 FRONTEND_DIR = VAR_DIR / "frontend" / "node_modules"
 if FRONTEND_DIR.exists():
     STATICFILES_DIRS.append(("vendor", FRONTEND_DIR))
+# django-ninja's Swagger UI assets (/api/docs), as static/ninja/...: found
+# without importing ninja, which is not an installed app because importing it
+# (pydantic) would cost every command and worker half a second at start.
+_NINJA = importlib.util.find_spec("ninja")
+if _NINJA and _NINJA.submodule_search_locations:
+    STATICFILES_DIRS.append(("ninja", Path(list(_NINJA.submodule_search_locations)[0]) / "static" / "ninja"))
+# WhiteNoise serves static files without DEBUG (uvicorn serves none). It finds
+# them where they are (static/, the npm folder, the apps), so no collectstatic
+# step: a few dozen files, indexed once at start.
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+try:  # WhiteNoise also serves STATIC_ROOT (for those who run collectstatic) and warns when it is missing
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+except OSError:
+    pass
+
+# Content-Security-Policy (django-csp): everything from this origin, nothing
+# inline (no inline scripts, handlers or styles; htmx's indicator styles are
+# off, see base.html), WebSockets back to this origin, no framing.
+from csp.constants import NONE, SELF  # noqa: E402
+
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    },
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 
 CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
+# QUEUEADMIN_LOG_FORMAT=json: one JSON object per line (core/logs.py) from the
+# workers, Django and the web server (uvicorn's own loggers are taken over too);
+# plain text by default.
+from core.logs import log_format  # noqa: E402
+
+LOG_FORMAT = log_format()
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+                   "json": {"()": "core.logs.JsonFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "loggers": {"queueadmin": {"handlers": ["console"], "level": os.environ.get("QUEUEADMIN_LOG_LEVEL", "INFO")}},
 }
+if LOG_FORMAT == "json":
+    for _name in ("django", "django_tasks", "uvicorn", "uvicorn.access", "daphne"):
+        LOGGING["loggers"][_name] = {"handlers": ["console"], "level": "INFO", "propagate": False}
 
 # The queue engine. Processors are dotted paths to callables `payload -> result`.
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6390/0")
@@ -107,6 +255,7 @@ QUEUEADMIN = {
         "word_count": "core.engine.processors.word_count",
         "sha256": "core.engine.processors.sha256",
         "sleep": "core.engine.processors.sleep",
+        "async_sleep": "core.engine.processors.async_sleep",
         "fail": "core.engine.processors.fail",
     },
     # Lift a waiting request one priority level per this many seconds (None: off).
@@ -117,6 +266,22 @@ QUEUEADMIN = {
     # before going on: WAIT n timeout. 0 = off (Redis replicates asynchronously).
     "WAIT_REPLICAS": int(os.environ.get("QUEUEADMIN_WAIT_REPLICAS", "0")),
     "WAIT_TIMEOUT_MS": int(os.environ.get("QUEUEADMIN_WAIT_TIMEOUT_MS", "1000")),
+    # The JSON API's limits (README "HTTP API"; core/api/caps.py). Bodies over a cap get 413,
+    # refused before they are read; anonymous bodies (no usable token) over the small cap too.
+    "API_MAX_BODY_BYTES": int(os.environ.get("QUEUEADMIN_API_MAX_BODY_BYTES", 64 * 1024 * 1024)),
+    "API_ANON_MAX_BODY_BYTES": int(os.environ.get("QUEUEADMIN_API_ANON_MAX_BODY_BYTES", 16 * 1024)),
+    "API_SMALL_BODY_BYTES": 16 * 1024,  # steering calls (priority, concurrency)
+    "API_MAX_ITEMS": int(os.environ.get("QUEUEADMIN_API_MAX_ITEMS", 1_000_000)),  # per request
+    "API_MAX_ITEM_BYTES": int(os.environ.get("QUEUEADMIN_API_MAX_ITEM_BYTES", 2 * 1024 * 1024)),  # as JSON text
+    "API_MAX_DEDUP_KEY_CHARS": 200,
+    # Calls per API token: "N/s", "N/min", "N/h" or "N/day", counted in Redis; "0" = off.
+    "API_RATE_LIMIT": os.environ.get("QUEUEADMIN_API_RATE_LIMIT", "6000/min"),
+    # Webhooks (README "Webhooks", core/webhooks.py): hosts a callback_url may name (empty: any
+    # host with public addresses), the secret signing requests submitted without a token, and the
+    # first retry delay (doubling, at most WEBHOOK_BACKOFF_MAX_SECONDS, for up to a day).
+    "WEBHOOK_ALLOWED_HOSTS": env.list("QUEUEADMIN_WEBHOOK_ALLOWED_HOSTS", default=[]),
+    "WEBHOOK_SECRET": _secret_key(VAR_DIR / "webhook_secret", "QUEUEADMIN_WEBHOOK_SECRET"),
+    "WEBHOOK_BACKOFF_SECONDS": float(os.environ.get("QUEUEADMIN_WEBHOOK_BACKOFF_SECONDS", "10")),
 }
 # More processors, as JSON {"name": "dotted.path"} (tests and deployments add their own).
 QUEUEADMIN["PROCESSORS"].update(json.loads(os.environ.get("QUEUEADMIN_EXTRA_PROCESSORS", "{}")))

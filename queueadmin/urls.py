@@ -1,11 +1,14 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from core import health
 from core.views import dead, inflight, overview, requests, scheduled, submit, workers
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
+    path("healthz", health.healthz, name="healthz"),  # liveness: no I/O
+    path("readyz", health.readyz, name="readyz"),  # readiness: Redis and the database answer
     path("", overview.overview, name="overview"),
     path("submit/", submit.submit, name="submit"),
     path("requests/", requests.request_list, name="requests"),
@@ -18,6 +21,7 @@ urlpatterns = [
     path("requests/<str:rid>/retry/", requests.request_retry, name="request_retry"),
     path("inflight/", inflight.inflight, name="inflight"),
     path("inflight/requeue/", inflight.inflight_requeue, name="inflight_requeue"),
+    path("inflight/stop/", inflight.inflight_stop, name="inflight_stop"),
     path("dead/", dead.dead, name="dead"),
     path("dead/action/", dead.dead_action, name="dead_action"),
     path("scheduled/", scheduled.scheduled, name="scheduled"),

@@ -100,6 +100,53 @@ def qc(r):
     return client
 
 
+# -- the database: SQLite, or PostgreSQL ------------------------------------------
+# QUEUEADMIN_TEST_DB=postgres puts the test database on a PostgreSQL cluster the
+# session starts itself (tests/pg_harness.py: initdb in a temp dir, a free
+# loopback port), as it starts redis-server; bin/test runs the database-backed
+# modules a second time that way.
+TEST_DB = os.environ.get("QUEUEADMIN_TEST_DB", "sqlite")
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A PostgreSQL cluster of this session (any test may ask for one)."""
+    from tests.pg_harness import LocalPostgres
+
+    pg = LocalPostgres().start()
+    yield pg
+    pg.stop()
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, request):
+    """pytest-django's hook before it creates the test database."""
+    if TEST_DB == "postgres":
+        _use_database(request.getfixturevalue("postgres").settings("queueadmin"))
+    elif TEST_DB != "sqlite":
+        raise pytest.UsageError(f"QUEUEADMIN_TEST_DB={TEST_DB!r}: use sqlite or postgres")
+
+
+def _use_database(config: dict) -> None:
+    """Point Django's default database at `config` (before the test database exists)."""
+    from django.conf import settings
+    from django.db import connections
+
+    db = settings.DATABASES["default"]
+    db.clear()
+    db.update(config)
+    connections.close_all()
+    try:
+        del connections["default"]
+    except AttributeError:  # not opened in this thread yet
+        pass
+    connections.__dict__.pop("settings", None)  # re-applies Django's defaults to the new entry
+
+
+def pytest_report_header(config):
+    return f"database: {'PostgreSQL (tests/pg_harness.py)' if TEST_DB == 'postgres' else 'SQLite'}"
+
+
 @pytest.fixture(scope="session")
 def worker_db(tmp_path_factory):
     """A migrated SQLite file for worker subprocesses (they record history)."""

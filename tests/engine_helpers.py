@@ -20,15 +20,22 @@ TEST_PROCESSORS = {
     "fail_until_third": "tests.processors.fail_until_third",
     "crash": "tests.processors.crash",
     "flaky_switch": "tests.processors.flaky_switch",
+    "block_in_c": "tests.processors.block_in_c",
+    "record_pid": "tests.processors.record_pid",
+    "fast_or_block": "tests.processors.fast_or_block",
+    "chatty": "tests.processors.chatty",
+    "flood_log": "tests.processors.flood_log",
 }
 BUILTIN = {name: f"core.engine.processors.{name}" for name in
-           ("echo", "uppercase", "word_count", "sha256", "sleep", "fail")}
+           ("echo", "uppercase", "word_count", "sha256", "sleep", "async_sleep", "fail")}
 ALL_PROCESSORS = {**BUILTIN, **TEST_PROCESSORS}
 
 
 def burst(client, queues=("default",), **kwargs) -> Worker:
-    """Run an in-process worker until nothing is left; returns it."""
+    """Run an in-process worker until nothing is left; returns it. One thread
+    unless told otherwise, so that start order is claim order."""
     kwargs.setdefault("install_signals", False)
+    kwargs.setdefault("threads", 1)
     w = Worker(client, list(queues), Processors(ALL_PROCESSORS), burst=True, **kwargs)
     w.work()
     return w
@@ -55,9 +62,9 @@ class WorkerProcs:
         self.log_dir = log_dir
         self.procs: list[subprocess.Popen] = []
 
-    def start(self, queues="default", processes=1, burst=False, name="") -> subprocess.Popen:
+    def start(self, queues="default", processes=1, burst=False, name="", *extra: str) -> subprocess.Popen:
         args = [sys.executable, str(ROOT / "manage.py"), "queue_worker", "--queues", queues,
-                "--processes", str(processes)]
+                "--processes", str(processes), *extra]
         if burst:
             args.append("--burst")
         if name:
@@ -93,6 +100,7 @@ class Threads:
         import threading
 
         kwargs.setdefault("install_signals", False)
+        kwargs.setdefault("threads", 1)
         self.workers = [Worker(client, list(queues), Processors(ALL_PROCESSORS), burst=True, **kwargs)
                         for _ in range(n)]
         self.threads = [threading.Thread(target=w.work, daemon=True) for w in self.workers]

@@ -34,3 +34,40 @@ def flaky_switch(item):
     if os.path.exists(item):
         raise RuntimeError("switch is on")
     return "ok"
+
+
+def block_in_c(item):
+    """One long call into C (time.sleep): an interrupt cannot land until it
+    returns, so only replacing the process frees the slot."""
+    time.sleep(float(item))
+    return item
+
+
+def record_pid(item):
+    return os.getpid()
+
+
+def fast_or_block(item):
+    """Quick, except the item "block", which blocks in C for an hour."""
+    if item == "block":
+        time.sleep(3600)
+    return item
+
+
+def chatty(item, ctx):
+    """Logs through ctx.log and the logging module, reports progress, then
+    sleeps `item` seconds (so the progress can be seen while it runs)."""
+    import logging
+
+    ctx.log(f"starting {item}")
+    logging.getLogger("tests.chatty").info("a logging call inside the handler")
+    logging.getLogger("tests.chatty").debug("below INFO: not kept")
+    ctx.progress(0.5, "halfway")
+    time.sleep(float(item))
+    return "ok"
+
+
+def flood_log(item, ctx):
+    for n in range(int(item)):
+        ctx.log(f"line {n} " + "x" * 100)
+    return n

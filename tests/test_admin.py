@@ -38,7 +38,7 @@ def admin_client(client, db):
 
 def queue_form(**changes):
     data = {"priority": 50, "concurrency": 10, "lease_seconds": 60, "max_attempts": 3, "backoff_seconds": 1,
-            "backoff_max_seconds": 300, "retention_seconds": 86400, "_save": "Save"}
+            "backoff_max_seconds": 300, "retention_seconds": 86400, "time_limit_seconds": 3600, "_save": "Save"}
     data.update(changes)
     return {k: v for k, v in data.items() if v is not None}
 
@@ -122,7 +122,8 @@ def test_redis_down_refuses_the_save_instead_of_a_500(engine, admin_client, sett
 
 def test_a_new_token_key_is_shown_once_and_works(engine, admin_client):
     user = User.objects.create_user("producer", password="pw")
-    response = admin_client.post(reverse("admin:core_apitoken_add"), {"user": user.pk, "name": "ci"}, follow=True)
+    response = admin_client.post(reverse("admin:core_apitoken_add"), {"user": user.pk, "name": "ci",
+                                                                     "scopes": ["metrics"]}, follow=True)
     page = response.content.decode()
     key = re.search(r"is (qa_[A-Za-z0-9_-]+) ", page)[1]
     token = ApiToken.objects.get()

@@ -66,14 +66,26 @@ def test_anonymous_non_staff_and_bad_topics_are_refused(eng, db):
     boss = User.objects.create_superuser("b2", "b@example.com", "pw")
 
     async def scenario():
-        for user, topic in ((AnonymousUser(), "overview"), (joe, "overview"), (boss, "nope"),
-                            (boss, "request:<script>::"), (boss, "rows:" + ",".join(["a"] * 500))):
+        for user, topic in ((AnonymousUser(), "overview"), (joe, "overview")):
             c = communicator(user, topic)
             connected, code = await c.connect()
-            assert not connected, (user, topic)
+            assert not connected and code == 4403, (user, topic)  # refused during the handshake
             await c.disconnect()
+        for topic in ("nope", "request:<script>::", "rows:" + ",".join(["a"] * 500)):
+            c = communicator(boss, topic)
+            assert await refused(c) == 4400, topic  # staff: closed with a code the page can read
 
     run(scenario())
+
+
+async def refused(c: WebsocketCommunicator) -> int | None:
+    """The code a socket turned away after the handshake is closed with."""
+    connected, code = await c.connect()
+    if not connected:
+        return code
+    out = await c.receive_output(timeout=5)
+    assert out["type"] == "websocket.close", out
+    return out.get("code")
 
 
 def test_state_comes_first_even_for_a_completion_published_before_connecting(eng, boss):
@@ -306,6 +318,7 @@ def test_sockets_connecting_together_share_state_renders_never_older_than_them(e
         return html
 
     monkeypatch.setattr(core.relay, "render", slow_render)
+    monkeypatch.setattr("core.sockets.MAX_SOCKETS_PER_SESSION", 100)  # the storm stands for many users' sessions
 
     async def scenario():
         topic = f"request:{rid}::"
@@ -358,5 +371,249 @@ def test_a_state_render_older_than_a_push_already_sent_is_dropped(eng, boss, mon
         assert state_of(await c.receive_from(timeout=5))["done"] == 10
         assert await c.receive_nothing(timeout=1.0)  # the stale state (done=0) is not sent after it
         await c.disconnect()
+
+    run(scenario())
+
+
+# -- limits and lifetimes (issue 10) ---------------------------------------------
+
+
+def stack_socket(cookie: bytes, topic: str) -> WebsocketCommunicator:
+    """A socket through the whole ASGI stack (origin check, session, auth)."""
+    from queueadmin.asgi import application
+
+    return WebsocketCommunicator(application, f"/ws/live/?topic={topic}",
+                                 headers=[(b"origin", b"http://127.0.0.1:8000"), (b"host", b"127.0.0.1:8000"),
+                                          (b"cookie", cookie)])
+
+
+def session_cookie(client, user) -> bytes:
+    client.force_login(user)
+    return f"sessionid={client.cookies['sessionid'].value}".encode()
+
+
+async def still_open(c: WebsocketCommunicator) -> bool:
+    """Asks for the state: an open socket answers with a fragment."""
+    await c.send_to(text_data=json.dumps({"refresh": True}))
+    while True:
+        out = await c.receive_output(timeout=5)
+        if out["type"] == "websocket.close":
+            return False
+        if 'id="live"' in out.get("text", ""):
+            return True
+
+
+async def closed_with(c: WebsocketCommunicator, timeout: float = 5) -> int:
+    """The close code the server sent (after any fragments still on their way)."""
+    while True:
+        out = await c.receive_output(timeout=timeout)
+        if out["type"] == "websocket.close":
+            return out.get("code")
+
+
+def test_topics_other_than_the_pages_forms_are_refused(eng, boss):
+    bad = ["dead:::0", "dead:::01", "dead:::1:x", "dead:nosuchqueue::1", "dead::bad id::1", "inflight:default:2:1",
+           "inflight::1", "overview:x", "workers:1", "scheduled:", "scheduled:1:2", "request:abc:::",
+           "request:abc:1-1:$", "rows:a,a", "rows:" + ",".join(f"r{i}" for i in range(51)), "queues ", "x" * 3000]
+    good = ["dead:::1", "dead:default::3", "dead::01HXYZ:1", "inflight:default:1:2", "inflight::0:1", "overview",
+            "workers", "queues", "scheduled:4", "request:abc::", "request:abc:$:", "request:abc:1-1:",
+            "request:abc::2-0", "rows:" + ",".join(f"r{i}" for i in range(50))]
+
+    async def scenario():
+        for topic in bad:
+            assert await refused(communicator(boss, topic)) == 4400, topic
+        for topic in good:
+            c = communicator(boss, topic)
+            connected, _ = await c.connect()
+            assert connected, topic
+            await c.disconnect()
+
+    run(scenario())
+
+
+def test_a_flood_of_topics_from_one_session_is_refused(eng, boss, client):
+    from core.sockets import MAX_SOCKETS_PER_SESSION
+
+    cookie = session_cookie(client, boss)
+
+    async def scenario():
+        opened = []
+        for n in range(1, MAX_SOCKETS_PER_SESSION + 6):
+            c = stack_socket(cookie, f"dead:::{n}")
+            if n <= MAX_SOCKETS_PER_SESSION:
+                assert (await c.connect())[0], n
+                opened.append(c)
+            else:
+                assert await refused(c) == 4429, n
+        assert len(get_relay().topics) == MAX_SOCKETS_PER_SESSION
+        await opened[0].disconnect()  # a closed socket frees its place
+        again = stack_socket(cookie, "overview")
+        assert (await again.connect())[0]
+        for c in (*opened[1:], again):
+            await c.disconnect()
+
+    run(scenario())
+
+
+def test_a_process_watches_at_most_max_topics(eng, boss, monkeypatch):
+    import core.sockets
+
+    monkeypatch.setattr(core.sockets, "MAX_TOPICS", 3)
+    monkeypatch.setattr(core.sockets, "MAX_SOCKETS_PER_SESSION", 100)
+
+    async def scenario():
+        socks = [communicator(boss, f"scheduled:{n}") for n in range(1, 4)]
+        for c in socks:
+            assert (await c.connect())[0]
+        assert await refused(communicator(boss, "scheduled:4")) == 4429
+        same = communicator(boss, "scheduled:1")  # a topic already watched costs nothing more
+        assert (await same.connect())[0]
+        for c in (*socks, same):
+            await c.disconnect()
+
+    run(scenario())
+
+
+def test_refresh_is_throttled_and_the_last_ask_is_answered(eng, boss, monkeypatch):
+    import core.relay
+
+    real_render, renders = core.relay.render, []
+
+    def counting(topic, variant):
+        renders.append(time.monotonic())
+        return real_render(topic, variant)
+
+    monkeypatch.setattr(core.relay, "render", counting)
+    rid = services.submit("default", "echo", ["x"]).id
+
+    async def scenario():
+        c = communicator(boss, f"rows:{rid}")  # a topic the relay only renders on events (none come)
+        assert (await c.connect())[0]
+        assert f'id="row-{rid}"' in await c.receive_from(timeout=5)
+        await get_relay().connected.wait()  # (the relay renders its topics once when it connects)
+        while not await c.receive_nothing(timeout=0.3):
+            await c.receive_from()
+        renders.clear()
+        started = time.monotonic()
+        for _ in range(8):  # a burst of asks (within the message allowance)
+            await c.send_to(text_data=json.dumps({"refresh": True}))
+            await asyncio.sleep(0.01)
+        assert f'id="row-{rid}"' in await c.receive_from(timeout=5)  # the first at once...
+        assert f'id="row-{rid}"' in await c.receive_from(timeout=5)  # ...the others share one, a second later
+        assert await c.receive_nothing(timeout=1.5)  # not eight
+        assert len(renders) == 2, renders
+        assert renders[1] - renders[0] >= 1.0 and renders[0] - started < 0.5
+        await c.disconnect()
+
+    run(scenario())
+
+
+def test_a_socket_flooding_messages_is_closed(eng, boss):
+    async def scenario():
+        c = communicator(boss, "overview")
+        assert (await c.connect())[0]
+        await c.receive_from(timeout=5)
+        for _ in range(40):
+            await c.send_to(text_data="{}")
+        assert await closed_with(c) == 4429
+        assert not get_relay().topics  # it no longer costs renders
+
+    run(scenario())
+
+
+def test_logout_closes_the_sessions_sockets_at_once(eng, boss, client):
+    from asgiref.sync import sync_to_async
+    from django.test import Client
+
+    cookie = session_cookie(client, boss)
+    other = Client()
+    other_cookie = session_cookie(other, boss)  # the same user signed in elsewhere
+
+    async def scenario():
+        mine = [stack_socket(cookie, "overview"), stack_socket(cookie, "workers")]
+        theirs = stack_socket(other_cookie, "overview")
+        for c in (*mine, theirs):
+            assert (await c.connect())[0]
+            await c.receive_from(timeout=5)
+        await sync_to_async(client.logout)()
+        started = time.monotonic()
+        for c in mine:
+            assert await closed_with(c, timeout=2) == 4401
+        assert time.monotonic() - started < 1.0  # at once, not at the next periodic check
+        assert await still_open(theirs)  # another session's socket stays open
+        again = stack_socket(cookie, "overview")  # the old cookie no longer opens one
+        assert not (await again.connect())[0]
+        await theirs.disconnect()
+
+    run(scenario())
+
+
+def test_a_password_change_closes_the_other_sessions_sockets(eng, boss, client):
+    from asgiref.sync import sync_to_async
+
+    cookie = session_cookie(client, boss)
+
+    def change_password():
+        user = User.objects.get(pk=boss.pk)
+        user.set_password("a-new-password-2")
+        user.save()
+
+    async def scenario():
+        c = stack_socket(cookie, "overview")
+        assert (await c.connect())[0]
+        await c.receive_from(timeout=5)
+        await sync_to_async(change_password)()
+        assert await closed_with(c, timeout=3) == 4401
+
+    run(scenario())
+
+
+def test_a_session_that_ends_elsewhere_closes_its_sockets_at_the_next_check(eng, boss, client, monkeypatch):
+    import core.sockets
+    from asgiref.sync import sync_to_async
+    from django.contrib.sessions.models import Session
+
+    monkeypatch.setattr(core.sockets, "SESSION_CHECK_SECONDS", 0.3)
+    cookie = session_cookie(client, boss)
+
+    async def scenario():
+        c = stack_socket(cookie, "overview")
+        assert (await c.connect())[0]
+        await c.receive_from(timeout=5)
+        await asyncio.sleep(0.8)  # checked twice meanwhile, still valid
+        assert await still_open(c)
+        await sync_to_async(lambda: Session.objects.all().delete())()  # e.g. a logout served by another process
+        assert await closed_with(c, timeout=3) == 4401
+
+    run(scenario())
+
+
+def test_renders_of_a_process_keep_within_its_cpu_budget(eng, boss, monkeypatch):
+    """Each render is made to cost 0.2 CPU seconds; events arrive 50 times a
+    second for five topics. Without the budget that is ~10 renders a second
+    per topic (10 CPU seconds a second); with it, the budget's rate."""
+    import core.relay
+
+    real = core.relay.render
+    monkeypatch.setattr(core.relay, "timed_render", lambda topic, variant: (real(topic, variant), 0.2))
+    topics = ["overview", "workers", "queues", "scheduled:1", "dead:::1"]
+
+    async def scenario():
+        socks = [communicator(boss, t) for t in topics]
+        for c in socks:
+            assert (await c.connect())[0]
+        relay = get_relay()
+        await relay.connected.wait()
+        started, before = time.monotonic(), relay.stats["renders"]
+        while time.monotonic() - started < 3.0:
+            eng.redis.publish(eng.channel, json.dumps({"type": "progress", "id": "x"}))
+            await asyncio.sleep(0.02)
+        renders, elapsed = relay.stats["renders"] - before, time.monotonic() - started
+        # the budget is checked before each round of due topics, and one round renders
+        # every due topic: it may overshoot by one render per topic
+        allowed = (core.relay.RENDER_BURST + core.relay.RENDER_BUDGET * elapsed) / 0.2 + len(topics)
+        assert 3 <= renders <= allowed, (renders, allowed)
+        for c in socks:
+            await c.disconnect()
 
     run(scenario())

@@ -31,8 +31,13 @@ def test_strict_priority_then_fifo_within_a_priority(qc):
         "b": qc.submit("default", "echo", ["b0", "b1"], priority=50, concurrency=1),
     }
     burst(qc)
-    assert run_order(qc, subs) == [("high", 0), ("high", 1), ("a", 0), ("b", 0), ("a", 1), ("b", 1),
-                                   ("low", 0), ("low", 1)]
+    order = run_order(qc, subs)
+    # a claim continues into a lower band only once no token of a higher band waits: the
+    # low request's token is taken after a's and b's (which its worker may still hold)
+    assert order[:2] == [("high", 0), ("high", 1)]
+    assert [x for x in order if x[0] != "low"][2:] == [("a", 0), ("b", 0), ("a", 1), ("b", 1)]
+    assert order.index(("low", 0)) > max(order.index(("a", 0)), order.index(("b", 0)))
+    assert order.index(("low", 0)) < order.index(("low", 1))
     assert dispatch_is_empty(qc)
 
 
@@ -77,13 +82,16 @@ def test_concurrency_limit_holds_across_workers(qc):
 
 # -- 4. leases, redelivery, attempts, dead letters ----------------------------
 
-def test_an_item_not_acknowledged_in_its_lease_is_redelivered(qc):
-    sub = qc.submit("fast", "stall_first", [1.6])
+def test_an_item_longer_than_its_lease_runs_once_while_its_worker_lives(qc):
+    """The worker renews the lease of a running item: the second worker never
+    gets it (lease 1 s, item 2.2 s). Redelivery after a death or a freeze is
+    in test_engine_crash.py."""
+    sub = qc.submit("fast", "stall_first", [2.2])
     with Threads(qc, 2, ["fast"]):
         pass
     (rec,) = list(qc.results(sub.id))
-    assert rec["status"] == "done" and rec["result"] == 2 and rec["attempts"] == 2
-    assert qc.status(sub.id)["done"] == 1  # counted once although both attempts finished
+    assert rec["status"] == "done" and rec["result"] == 1 and rec["attempts"] == 1
+    assert qc.status(sub.id)["done"] == 1
 
 
 def test_a_handler_can_extend_its_lease(qc):
@@ -250,13 +258,17 @@ def test_cancel_stops_items_not_yet_started(qc):
     assert dispatch_is_empty(qc)
 
 
-def test_cancel_while_running_lets_in_flight_items_finish(qc):
-    sub = qc.submit("default", "sleep", [0.2] * 10, concurrency=2)
+def test_cancel_stops_running_items_and_skips_the_rest(qc):
+    sub = qc.submit("default", "sleep", [30] * 10, concurrency=2)
+    started = time.monotonic()
     with Threads(qc, 2):
         wait_for(lambda: qc.status(sub.id)["in_flight"] == 2)
         qc.cancel(sub.id)
-    statuses = [r["status"] for r in qc.results(sub.id)]
-    assert statuses.count("done") == 2 and statuses.count("cancelled") == 8
+    assert time.monotonic() - started < 15  # the 30 s sleeps were stopped, not waited for
+    results = list(qc.results(sub.id))
+    assert [r["status"] for r in results].count("cancelled") == 10
+    stopped = [r for r in results if r.get("error", "").startswith("Cancelled")]
+    assert len(stopped) == 2 and qc.status(sub.id)["failed"] == 0
     assert dispatch_is_empty(qc)
 
 

@@ -1,23 +1,32 @@
-"""/metrics: token-protected Prometheus text with per-queue gauges from
-Redis and request counts from the database; still answers with Redis down."""
+"""/metrics: prometheus_client exposition with proper types. Counters and
+histograms come from Redis (workers write them through core.engine.stats),
+gauges from the live queue; access by a `metrics` token or the shared key."""
 from __future__ import annotations
 
-import re
 import time
-from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
-from django.utils import timezone
+from django.urls import path
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
+from prometheus_client.parser import text_string_to_metric_families
 
-from core import embedded, services
+from core import embedded, metrics, services
+from core.engine import stats
 from core.engine.registry import Registry
-from core.metrics import CONTENT_TYPE, Family
-from core.models import ApiToken, RequestRecord
+from core.models import ApiToken
+from tests.engine_helpers import wait_for
 
-pytestmark = [pytest.mark.django_db, pytest.mark.urls("core.api_urls")]
+urlpatterns = [path("metrics", metrics.metrics_view)]  # the view alone (the site mounts it at /metrics too)
+pytestmark = [pytest.mark.django_db, pytest.mark.urls(__name__)]
 
-SAMPLE = re.compile(r'^([a-z_][a-z0-9_]*)(\{[a-z_]+="(?:[^"\\]|\\.)*"(?:,[a-z_]+="(?:[^"\\]|\\.)*")*\})? (-?[0-9.e+]+)$')
+COUNTER_NAMES = ("queueadmin_items_done", "queueadmin_items_failed", "queueadmin_items_retried",
+                 "queueadmin_items_dead_lettered")
+HISTOGRAM_NAMES = ("queueadmin_item_run_seconds", "queueadmin_item_wait_seconds")
+GAUGE_NAMES = ("queueadmin_redis_up", "queueadmin_queue_depth", "queueadmin_queue_depth_by_priority",
+               "queueadmin_queue_in_flight", "queueadmin_queue_scheduled", "queueadmin_queue_dead_letters",
+               "queueadmin_queue_paused", "queueadmin_queue_requests", "queueadmin_queue_oldest_request_age_seconds",
+               "queueadmin_queue_workers", "queueadmin_workers")
 
 
 @pytest.fixture
@@ -28,40 +37,70 @@ def engine(redis_url):
 
 @pytest.fixture
 def key(db):
-    return ApiToken.issue(User.objects.create_user("prometheus"))[1]
+    return ApiToken.issue(User.objects.create_user("prometheus"), scopes=("metrics",))[1]
 
 
-def scrape(client, key):
-    response = client.get("/metrics", headers={"Authorization": f"Bearer {key}"})
-    assert response.status_code == 200
-    assert response["Content-Type"] == CONTENT_TYPE
+def scrape_text(client, key, **headers) -> str:
+    response = client.get("/metrics", headers={"Authorization": f"Bearer {key}", **headers})
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"].startswith("text/plain; version=")
     return response.content.decode()
 
 
-def parse(text):
-    """{(name, labels text): value}; checks every line is well-formed."""
-    samples, declared = {}, set()
-    for line in text.splitlines():
-        if line.startswith("# TYPE "):
-            declared.add(line.split()[2])
-            continue
-        if line.startswith("# HELP "):
-            continue
-        m = SAMPLE.match(line)
-        assert m, f"bad exposition line: {line!r}"
-        assert m[1] in declared, f"{m[1]} has no TYPE"
-        samples[(m[1], m[2] or "")] = float(m[3])
-    return samples
+def scrape(client, key) -> dict:
+    """{family name: family}, parsed by prometheus_client's own parser."""
+    return {f.name: f for f in text_string_to_metric_families(scrape_text(client, key))}
 
 
-def test_metrics_need_a_token(engine, client, key, settings):
+def value(families, name, sample=None, **labels):
+    """The value of one sample (`sample` defaults to the family name)."""
+    found = [s.value for s in families[name].samples
+             if s.name == (sample or name) and all(s.labels.get(k) == v for k, v in labels.items())]
+    assert len(found) == 1, f"{sample or name} {labels}: {found}"
+    return found[0]
+
+
+def series(families) -> dict:
+    """Every counter and histogram sample: {(sample name, labels): value}."""
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in families.values() if f.type in ("counter", "histogram") for s in f.samples}
+
+
+def test_metrics_need_a_metrics_token(engine, client, key, settings):
     assert client.get("/metrics").status_code == 401
     assert client.get("/metrics", headers={"Authorization": "Bearer nope"}).status_code == 401
+    staffless = ApiToken.issue(User.objects.create_user("api-user"), scopes=("read",))[1]
+    assert client.get("/metrics", headers={"Authorization": f"Bearer {staffless}"}).status_code == 401
     assert client.post("/metrics", headers={"Authorization": f"Bearer {key}"}).status_code == 405
-    scrape(client, key)
+    scrape_text(client, key)
     settings.QUEUEADMIN_METRICS_TOKEN = "scrape-secret"
-    scrape(client, "scrape-secret")
+    scrape_text(client, "scrape-secret")
     assert client.get("/metrics", headers={"Authorization": "Bearer scrape-secretX"}).status_code == 401
+
+
+def test_every_family_has_its_proper_type(engine, client, key):
+    families = scrape(client, key)
+    for name in COUNTER_NAMES:
+        assert families[name].type == "counter", name
+        assert {s.name for s in families[name].samples} == {name + "_total"}
+    for name in HISTOGRAM_NAMES:
+        assert families[name].type == "histogram", name
+        names = {s.name for s in families[name].samples}
+        assert names == {name + "_bucket", name + "_sum", name + "_count"}
+        buckets = [s.labels["le"] for s in families[name].samples if s.name.endswith("_bucket")]
+        assert buckets[-1] == "+Inf" and len(buckets) == len(set(buckets))
+    for name in GAUGE_NAMES:
+        assert families[name].type == "gauge", name
+    assert value(families, "queueadmin_redis_up") == 1
+
+
+def test_openmetrics_when_asked(engine, client, key):
+    response = client.get("/metrics", headers={"Authorization": f"Bearer {key}",
+                                               "Accept": "application/openmetrics-text; version=1.0.0"})
+    assert response["Content-Type"].startswith("application/openmetrics-text")
+    families = {f.name: f for f in parse_openmetrics(response.content.decode())}
+    assert families["queueadmin_items_done"].type == "counter"
+    assert families["queueadmin_item_run_seconds"].type == "histogram"
 
 
 def test_queue_gauges(engine, client, key, r):
@@ -69,65 +108,103 @@ def test_queue_gauges(engine, client, key, r):
     services.submit("default", "echo", ["d"], priority=20)
     services.submit("default", "echo", ["e", "f"], delay=600)
     engine.set_paused("default", True)
-    samples = parse(scrape(client, key))
-    q = '{queue="default"}'
-    assert samples[("queueadmin_redis_up", "")] == 1
-    assert samples[("queueadmin_queue_depth", q)] == 4
-    assert samples[("queueadmin_queue_depth_by_priority", '{queue="default",priority="80"}')] == 3
-    assert samples[("queueadmin_queue_depth_by_priority", '{queue="default",priority="20"}')] == 1
-    assert samples[("queueadmin_queue_scheduled", q)] == 2
-    assert samples[("queueadmin_queue_in_flight", q)] == 0
-    assert samples[("queueadmin_queue_dead_letters", q)] == 0
-    assert samples[("queueadmin_queue_paused", q)] == 1
-    assert samples[("queueadmin_queue_requests", q)] == 3
-    assert 0 <= samples[("queueadmin_queue_oldest_request_age_seconds", q)] < 60
-    assert samples[("queueadmin_requests", '{queue="default",state="queued"}')] == 2
-    assert samples[("queueadmin_requests", '{queue="default",state="scheduled"}')] == 1
+    f = scrape(client, key)
+    q = {"queue": "default"}
+    assert value(f, "queueadmin_queue_depth", **q) == 4
+    assert value(f, "queueadmin_queue_depth_by_priority", priority="80", **q) == 3
+    assert value(f, "queueadmin_queue_depth_by_priority", priority="20", **q) == 1
+    assert value(f, "queueadmin_queue_scheduled", **q) == 2
+    assert value(f, "queueadmin_queue_in_flight", **q) == 0
+    assert value(f, "queueadmin_queue_dead_letters", **q) == 0
+    assert value(f, "queueadmin_queue_paused", **q) == 1
+    assert value(f, "queueadmin_queue_requests", **q) == 3
+    assert 0 <= value(f, "queueadmin_queue_oldest_request_age_seconds", **q) < 60
 
 
-def test_workers_and_throughput(engine, client, key, settings, r):
+def test_live_and_dead_workers(engine, client, key, settings, r):
     registry = Registry(r, engine.keys)
     registry.register("w1", "w1", "host", 1, ["default", "other"])
     registry.register("w2", "w2", "host", 2, ["other"])
     registry.register("w3", "w3", "host", 3, ["default"])
     old = int((time.time() - settings.QUEUEADMIN["DEAD_AFTER_SECONDS"] - 5) * 1000)
     r.zadd(engine.keys.workers, {"w3": old})  # missed its heartbeats
-    minute = int(time.time() // 60)
-    r.hset(engine.keys.throughput("default", minute - 1), mapping={"done": 7, "failed": 2})
-    r.hset(engine.keys.throughput("default", minute - 5), mapping={"done": 3})
-    r.hset(engine.keys.throughput("default", minute), mapping={"done": 100})  # the minute still running
-    samples = parse(scrape(client, key))
-    assert samples[("queueadmin_workers", '{state="live"}')] == 2
-    assert samples[("queueadmin_workers", '{state="dead"}')] == 1
-    assert samples[("queueadmin_queue_workers", '{queue="default"}')] == 1
-    done, failed = '{queue="default",outcome="done"}', '{queue="default",outcome="failed"}'
-    assert samples[("queueadmin_queue_items_last_minute", done)] == 7
-    assert samples[("queueadmin_queue_items_last_minute", failed)] == 2
-    assert samples[("queueadmin_queue_items_last_15_minutes", done)] == 10
+    f = scrape(client, key)
+    assert value(f, "queueadmin_workers", state="live") == 2
+    assert value(f, "queueadmin_workers", state="dead") == 1
+    assert value(f, "queueadmin_queue_workers", queue="default") == 1
 
 
-def test_latency_from_finished_requests(engine, client, key):
-    now = timezone.now()
-    for i, (wait, run) in enumerate([(1, 10), (3, 20)]):
-        RequestRecord.objects.create(id=f"r{i}", queue="default", processor="echo", state="completed", priority=50,
-                                     concurrency=1, created_at=now - timedelta(seconds=run),
-                                     started_at=now - timedelta(seconds=run - wait), finished_at=now)
-    samples = parse(scrape(client, key))
-    assert samples[("queueadmin_request_wait_seconds_avg", '{queue="default"}')] == 2
-    assert samples[("queueadmin_request_duration_seconds_avg", '{queue="default"}')] == 15
+def test_counters_and_histograms_from_what_workers_record(engine, client, key, r):
+    """Two workers (say, on two machines) add to the same figures."""
+    for batch in ({"done": 3, "run_times": [0.002, 0.004, 0.6], "waits": [0.0005, 2.0]},
+                  {"done": 1, "retried": 2, "dead": 1, "run_times": [0.005, 7200.0], "waits": [0.05]}):
+        pipe = r.pipeline(transaction=False)
+        stats.record(pipe, engine.keys, "default", **batch)
+        pipe.execute()
+    f = scrape(client, key)
+    q = {"queue": "default"}
+    assert value(f, "queueadmin_items_done", "queueadmin_items_done_total", **q) == 4
+    assert value(f, "queueadmin_items_retried", "queueadmin_items_retried_total", **q) == 2
+    assert value(f, "queueadmin_items_dead_lettered", "queueadmin_items_dead_lettered_total", **q) == 1
+    assert value(f, "queueadmin_items_failed", "queueadmin_items_failed_total", **q) == 3  # retried + dead
+    run = "queueadmin_item_run_seconds"
+    assert value(f, run, run + "_bucket", le="0.0025", **q) == 1
+    assert value(f, run, run + "_bucket", le="0.005", **q) == 3  # le is inclusive: 0.005 counts here
+    assert value(f, run, run + "_bucket", le="1.0", **q) == 4
+    assert value(f, run, run + "_bucket", le="3600.0", **q) == 4
+    assert value(f, run, run + "_bucket", le="+Inf", **q) == 5
+    assert value(f, run, run + "_count", **q) == 5
+    assert value(f, run, run + "_sum", **q) == pytest.approx(7200.611)
+    wait = "queueadmin_item_wait_seconds"
+    assert value(f, wait, wait + "_bucket", le="0.001", **q) == 1
+    assert value(f, wait, wait + "_count", **q) == 3
+    assert value(f, wait, wait + "_sum", **q) == pytest.approx(2.0505)
+
+
+def test_stats_round_trip_and_entry_times(r):
+    from core.engine.keys import Keys
+
+    keys = Keys("qa")
+    pipe = r.pipeline(transaction=False)
+    stats.record(pipe, keys, "q", done=2, failed=5, run_times=[-1.0, 1e9])  # clock skew: 0, huge: +Inf
+    pipe.execute()
+    figures = stats.read(r, keys, ["q", "never-used"])
+    assert figures["q"].counters == {"done": 2, "failed": 5, "retried": 0, "dead": 0}
+    hist = figures["q"].histograms["run"]
+    assert hist.buckets[0] == ("0.001", 1) and hist.buckets[-1] == ("+Inf", 2) and hist.count == 2
+    assert figures["never-used"].counters == dict.fromkeys(stats.COUNTERS, 0)
+    assert figures["never-used"].histograms["wait"].count == 0
+    assert stats.enqueued_at("1700000000123-4") == 1700000000.123
 
 
 def test_redis_down_still_answers(engine, client, key, settings):
-    services.submit("default", "echo", ["a"])
     settings.REDIS_URL = f"redis://127.0.0.1:{embedded.free_port()}/0"
     services.reset()
-    samples = parse(scrape(client, key))
-    assert samples[("queueadmin_redis_up", "")] == 0
-    assert samples[("queueadmin_requests", '{queue="default",state="queued"}')] == 1
-    assert not any(name.startswith("queueadmin_queue_") for name, _ in samples)
+    f = scrape(client, key)
+    assert value(f, "queueadmin_redis_up") == 0
+    assert not any(name.startswith(("queueadmin_queue_", "queueadmin_items_")) for name in f)
 
 
-def test_label_values_are_escaped():
-    family = Family("x_total", "gauge", "test")
-    family.add(1.5, queue='a"b\\c\nd')
-    assert family.render().splitlines()[-1] == 'x_total{queue="a\\"b\\\\c\\nd"} 1.5'
+@pytest.mark.slow
+def test_counters_only_go_up_as_real_workers_run_items(engine, qc, client, key, workers):
+    """Scrape, run more items with real worker processes, scrape again."""
+    fast = {"queue": "fast"}
+    workers.start("default,fast", processes=2)
+    first = services.submit("default", "echo", [str(i) for i in range(30)])
+    failing = services.submit("fast", "fail", ["x", "y"])  # 3 attempts each: 2 retries, then dead
+    wait_for(lambda: [engine.status(s.id)["state"] for s in (first, failing)] == ["completed", "failed"], 60,
+             message=workers.logs())
+    before = scrape(client, key)
+    assert value(before, "queueadmin_items_done", "queueadmin_items_done_total", queue="default") == 30
+    assert value(before, "queueadmin_items_retried", "queueadmin_items_retried_total", **fast) == 4
+    assert value(before, "queueadmin_items_dead_lettered", "queueadmin_items_dead_lettered_total", **fast) == 2
+    assert value(before, "queueadmin_item_run_seconds", "queueadmin_item_run_seconds_count", queue="default") == 30
+    assert value(before, "queueadmin_item_wait_seconds", "queueadmin_item_wait_seconds_count", queue="default") == 30
+
+    second = services.submit("default", "echo", [str(i) for i in range(20)])
+    wait_for(lambda: engine.status(second.id)["state"] == "completed", 60, message=workers.logs())
+    after = scrape(client, key)
+    old, new = series(before), series(after)
+    assert set(old) <= set(new)
+    assert all(new[k] >= v for k, v in old.items()), [k for k, v in old.items() if new[k] < v]
+    assert value(after, "queueadmin_items_done", "queueadmin_items_done_total", queue="default") == 50

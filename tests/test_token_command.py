@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_prints_a_new_key_that_authenticates(rf):
-    user = User.objects.create_user("alice")
+    user = User.objects.create_user("alice", is_staff=True)  # staff may read (the default scopes)
     out, err = StringIO(), StringIO()
     call_command("queue_token", "alice", "--name", "billing", stdout=out, stderr=err)
     key = out.getvalue().strip()
@@ -28,6 +28,7 @@ def test_prints_a_new_key_that_authenticates(rf):
 
 @pytest.mark.parametrize("username, message", [("nobody", "unknown user 'nobody'"),
                                                ("gone", "user 'gone' is inactive")])
+@pytest.mark.django_db(transaction=True)  # run_from_argv closes the connection on an error (PostgreSQL: the test's too)
 def test_refusals_are_one_line_with_a_nonzero_exit(capsys, username, message):
     User.objects.create_user("gone", is_active=False)
     with pytest.raises(CommandError, match=message):

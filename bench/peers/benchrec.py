@@ -1,8 +1,10 @@
 """The no-op job handler every Python system runs in bench/peers.py, and the
 command line its drivers share.
 
-`hit(ts)` is the whole job: it notes the start time (and, for an epoch timestamp ts, the
+`hit(ts)` is the whole no-op job: it notes the start time (and, for an epoch timestamp ts, the
 enqueue-to-start latency ts -> now), then the finish time in 10 ms buckets.
+`nap(s)` / `anap(s)` are the I/O-bound jobs of bench/runtime.py: a blocking
+`time.sleep(s)` / an `await asyncio.sleep(s)`, then the same record.
 A daemon thread writes this process's figures to $BENCH_STATS_DIR/<pid>.json
 five times a second, so the orchestrator can see progress and compute rates
 without touching the system under test. Standard library only.
@@ -22,9 +24,10 @@ _dirty = False
 _writer_pid = 0
 
 
-def hit(ts=0.0) -> None:
+def hit(ts=0.0, start: float | None = None) -> None:
+    """Record one job done; `start`: when it began (default now)."""
     global _dirty
-    start = time.time()
+    start = time.time() if start is None else start
     try:
         ts = float(ts)
     except (TypeError, ValueError):
@@ -35,6 +38,8 @@ def hit(ts=0.0) -> None:
         if s["first"] is None:
             s["first"] = start
             _start_writer()
+        elif start < s["first"]:  # jobs run at once: the earliest start
+            s["first"] = start
         if ts > 1e9:  # an epoch timestamp: a latency job (drain jobs carry small numbers)
             s["lat"].append(start - ts)
         s["count"] += 1
@@ -44,10 +49,44 @@ def hit(ts=0.0) -> None:
         _dirty = True
 
 
+def nap(seconds) -> None:
+    start = time.time()
+    time.sleep(float(seconds))
+    hit(0.0, start)
+
+
+async def anap(seconds) -> None:
+    import asyncio
+
+    start = time.time()
+    await asyncio.sleep(float(seconds))
+    hit(0.0, start)
+
+
 def qa_job(item):
     """queueadmin processor (registered as `bench` through QUEUEADMIN_EXTRA_PROCESSORS)."""
     hit(item)
     return None
+
+
+def qa_sleep(item):
+    """queueadmin's built-in `sleep` processor, recorded (`bench_sleep`)."""
+    from core.engine.processors import sleep
+
+    start = time.time()
+    out = sleep(item)
+    hit(0.0, start)
+    return out
+
+
+async def qa_async_sleep(item):
+    """queueadmin's built-in `async_sleep` processor, recorded (`bench_async_sleep`)."""
+    from core.engine.processors import async_sleep
+
+    start = time.time()
+    out = await async_sleep(item)
+    hit(0.0, start)
+    return out
 
 
 def _write() -> None:
@@ -88,6 +127,8 @@ def _start_writer() -> None:
 
 # -- drivers' command line -------------------------------------------------------
 
+KINDS = ("noop", "sleep", "async_sleep")
+
 def parse(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("mode", choices=["enqueue", "latency", "worker", "info"])
@@ -96,6 +137,10 @@ def parse(argv=None):
     ap.add_argument("--offset", type=int, default=0, help="first job number (parallel fillers)")
     ap.add_argument("--bulk", action="store_true", help="use the system's bulk API")
     ap.add_argument("--rate", type=float, default=200.0, help="jobs/s for latency")
+    ap.add_argument("--kind", choices=KINDS, default="noop",
+                    help="jobs to enqueue: no-op, a blocking sleep, an asyncio sleep")
+    ap.add_argument("--seconds", type=float, default=0.05, help="the sleep of --kind sleep/async_sleep")
+    ap.add_argument("--pool", default="", help="worker variant where a system has several (Celery: prefork, threads)")
     return ap.parse_args(argv)
 
 

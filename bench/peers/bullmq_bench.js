@@ -2,6 +2,9 @@
 // bullmq is installed by bench/peers.py into bench/.peers/node (BULLMQ_DIR points there).
 // Worker: one BullMQ Worker per process, concurrency 10, default job retention
 // (completed jobs are kept). Stats: the same JSON files as benchrec.py.
+// --kind sleep|async_sleep (bench/runtime.py): jobs that wait --seconds on a
+// timer. Node has no blocking sleep to run: its waits are all asynchronous,
+// so both kinds are the same timer here.
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -17,15 +20,17 @@ const n = Number(opt('n', '0'));
 const offset = Number(opt('offset', '0'));
 const bulk = args.includes('--bulk');
 const rate = Number(opt('rate', '200'));
+const kind = opt('kind', 'noop');
+const seconds = Number(opt('seconds', '0.05'));
 const QUEUE = 'bench';
 const now = () => (performance.timeOrigin + performance.now()) / 1000;
 const emit = (o) => console.log('BENCH ' + JSON.stringify(o));
 
 const state = { pid: process.pid, count: 0, first: null, last: null, buckets: {}, lat: [] };
 let dirty = false;
-function hit(ts) {
-  const start = now();
-  if (state.first === null) state.first = start;
+function hit(ts, began) {
+  const start = began === undefined ? now() : began;
+  if (state.first === null || start < state.first) state.first = start;
   if (ts > 1e9) state.lat.push(start - ts);
   const end = now();
   state.count += 1;
@@ -43,6 +48,10 @@ function writeStats() {
   fs.renameSync(p + '.tmp', p);
 }
 
+function makeJob(i) {
+  return kind === 'noop' ? { name: 'job', data: { ts: i } } : { name: kind === 'sleep' ? 'nap' : 'anap', data: { s: seconds } };
+}
+
 async function main() {
   if (mode === 'info') {
     const pkg = JSON.parse(fs.readFileSync(path.join(bullmqDir, 'package.json')));
@@ -51,7 +60,13 @@ async function main() {
   }
   if (mode === 'worker') {
     setInterval(writeStats, 200);
-    const worker = new Worker(QUEUE, async (job) => { hit(job.data.ts); }, { connection, concurrency: 10 });
+    const handler = async (job) => {
+      if (job.name === 'job') { hit(job.data.ts); return; }
+      const began = now();
+      await new Promise((r) => setTimeout(r, job.data.s * 1000));
+      hit(0, began);
+    };
+    const worker = new Worker(QUEUE, handler, { connection, concurrency: 10 });
     const stop = async () => { await worker.close(); writeStats(); process.exit(0); };
     process.on('SIGTERM', stop);
     process.on('SIGINT', stop);
@@ -63,11 +78,11 @@ async function main() {
   if (mode === 'enqueue' && bulk) {
     for (let s = 0; s < n; s += 10000) {
       const jobs = [];
-      for (let i = s; i < Math.min(n, s + 10000); i++) jobs.push({ name: 'job', data: { ts: offset + i } });
+      for (let i = s; i < Math.min(n, s + 10000); i++) jobs.push(makeJob(offset + i));
       await queue.addBulk(jobs);
     }
   } else if (mode === 'enqueue') {
-    for (let i = 0; i < n; i++) await queue.add('job', { ts: offset + i });
+    for (let i = 0; i < n; i++) { const j = makeJob(offset + i); await queue.add(j.name, j.data); }
   } else if (mode === 'latency') {
     const start = performance.now();
     for (let k = 0; k < n; k++) {

@@ -13,10 +13,13 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from . import schedule
+import redis
+
+from . import schedule, webhook_store
 from .config import MAX_CONCURRENCY, QueueConfig
 from .errors import QueueError
 from .keys import GROUP, Keys, QueueKeys, RequestKeys
+from .limits import check_dedup_key, check_text, encode, payloads as checked_payloads
 from .reads import TERMINAL, Reads, parse_status
 from .scripts import Code, Scripts, ScriptError, check
 
@@ -34,10 +37,6 @@ class Submission:
 def new_request_id() -> str:
     """Sortable by creation time (ms, hex) with random bits against collisions."""
     return f"{int(time.time() * 1000):011x}{secrets.token_hex(3)}"
-
-
-def encode(item: Any) -> str:
-    return json.dumps(item, separators=(",", ":"), ensure_ascii=False)
 
 
 def default_dedup_key(processor: str, payloads: list[str]) -> str:
@@ -104,6 +103,8 @@ class QueueClient(Reads):
     # -- submission -----------------------------------------------------------
 
     def _validate(self, queue: str, processor: str, priority, concurrency) -> tuple[QueueConfig, int, int]:
+        check_text(queue, "the queue name")
+        check_text(processor, "the processor name")
         config = self.queue_config(queue, max_age=CONFIG_MAX_AGE)
         if self.processors is not None and processor not in self.processors:
             raise QueueError(f"unknown processor {processor!r} (known: {', '.join(sorted(self.processors))})")
@@ -117,20 +118,34 @@ class QueueClient(Reads):
 
     def submit(self, queue: str, processor: str, items: Iterable[Any], *, priority: int | None = None,
                concurrency: int | None = None, delay: float = 0, expires_in: float | None = None,
-               dedup_key: str | None = None, dedup: bool = True) -> Submission:
+               dedup_key: str | None = None, dedup: bool = True, time_limit: float | None = None,
+               callback_url: str | None = None, callback_signer: str = "", then: dict | None = None,
+               request_id: str | None = None, parent: str | None = None) -> Submission:
         """Submit a request of items. A duplicate of a pending or running request
-        (same de-dup key; by default a hash of processor and items) returns it."""
+        (same de-dup key; by default a hash of processor and items) returns it.
+        `time_limit` (seconds, 0 = none) overrides the queue's per-item limit.
+        `callback_url`: POST the summary there when it finishes (core/webhooks.py).
+        `then`: the request that follows this one (core/engine/chains.py).
+        `request_id` and `parent` are for follow-ups: a fixed id, and its parent."""
         _, priority, concurrency = self._validate(queue, processor, priority, concurrency)
-        payloads = [encode(i) for i in items]
+        then = self._then(then, queue)
+        dedup_key = check_dedup_key(dedup_key)
+        payloads = checked_payloads(items)  # QueueError on text that is not valid Unicode, or over a cap
         if not payloads:
             raise QueueError("a request needs at least one item")
         delay_ms, expires_ms = _ms(delay, "delay"), _ms(expires_in or 0, "expiry")
         if dedup and dedup_key is None:
             dedup_key = default_dedup_key(processor, payloads)
-        rid = new_request_id()
+        rid = request_id or new_request_id()
         rk = self.keys.request(rid)
         meta = dict(id=rid, queue=queue, processor=processor, priority=priority, concurrency=concurrency,
                     state="scheduled" if delay_ms else "queued", dedup_key=(dedup_key or "") if dedup else "")
+        _time_limit(meta, time_limit)
+        _callback(meta, callback_url, callback_signer)
+        if then:
+            meta["then"] = json.dumps(then)
+        if parent:
+            meta["parent"] = parent
         first, rest = payloads[:CHUNK], payloads[CHUNK:]
         pipe = self.redis.pipeline(transaction=False)
         self.scripts.pipe(pipe, "create", [rk.meta, rk.items],
@@ -139,33 +154,60 @@ class QueueClient(Reads):
             last = start + CHUNK >= len(rest)
             self.scripts.pipe(pipe, "add", rk.all(), [1 if last else 0, 0, "", *rest[start:start + CHUNK]])
         self._enqueue(pipe, queue, rid, priority, concurrency, meta["dedup_key"], delay_ms, len(payloads))
+        if then:
+            pipe.zadd(self.keys.chains, {rid: int(time.time() * 1000)})  # until its follow-up exists
         answers = self.scripts.execute(pipe)
+        if then:
+            answers.pop()
+        if request_id and isinstance(answers[0], int) and answers[0] == Code.EXISTS:
+            answers[0] = 0  # a follow-up submitted again: created before, registered again (harmless)
         for a in answers[:-1]:
             check("create", a)
+        if callback_url:
+            webhook_store.watch(self, rid)
         return self._enqueued(rid, answers[-1])
 
+    def _then(self, then: dict | None, queue: str) -> dict | None:
+        """A checked `then`, whose processor and queue must exist now."""
+        if then is None:
+            return None
+        from . import chains
+
+        then = chains.spec(then, queue)
+        self._validate(then["queue"], then["processor"], then.get("priority"), then.get("concurrency"))
+        if then.get("time_limit") is not None:
+            _ms(then["time_limit"], "then.time_limit")
+        return then
+
     def begin(self, queue: str, processor: str, *, priority: int | None = None, concurrency: int | None = None,
-              delay: float = 0, expires_in: float | None = None, dedup_key: str | None = None) -> Submission:
+              delay: float = 0, expires_in: float | None = None, dedup_key: str | None = None,
+              time_limit: float | None = None, callback_url: str | None = None,
+              callback_signer: str = "") -> Submission:
         """Open a streamed request: add items with `add`, then `finalize`.
         De-duplication applies only with an explicit key (items are unknown yet)."""
         _, priority, concurrency = self._validate(queue, processor, priority, concurrency)
+        dedup_key = check_dedup_key(dedup_key)
         delay_ms, expires_ms = _ms(delay, "delay"), _ms(expires_in or 0, "expiry")
         rid = new_request_id()
         rk = self.keys.request(rid)
         meta = dict(id=rid, queue=queue, processor=processor, priority=priority, concurrency=concurrency,
                     state="scheduled" if delay_ms else "queued", dedup_key=dedup_key or "", streamed=1)
+        _time_limit(meta, time_limit)
+        _callback(meta, callback_url, callback_signer)
         pipe = self.redis.pipeline(transaction=False)
         self.scripts.pipe(pipe, "create", [rk.meta, rk.items], [delay_ms, expires_ms, 0, *_fields(meta)])
         self._enqueue(pipe, queue, rid, priority, concurrency, meta["dedup_key"], delay_ms)
         answers = self.scripts.execute(pipe)
         check("create", answers[0])
+        if callback_url:
+            webhook_store.watch(self, rid)
         return self._enqueued(rid, answers[1])
 
     def add(self, rid: str, items: Iterable[Any], finalize: bool = False) -> int:
         """Add items to a streamed request; returns its total so far."""
-        meta = self._meta_or_raise(rid)
+        meta = self._meta_or_raise(check_text(rid, "the request id"))
         config = self.queue_config(meta["queue"])
-        payloads = [encode(i) for i in items]
+        payloads = checked_payloads(items)
         rk = self.keys.request(rid)
         total = int(meta.get("total", 0))
         chunks = [payloads[i:i + CHUNK] for i in range(0, len(payloads), CHUNK)] or [[]]
@@ -213,6 +255,34 @@ class QueueClient(Reads):
         except ScriptError as exc:
             raise QueueError(_refusal(rid, exc.code)) from exc
         self._retire(meta["queue"], rid, meta.get("dedup_key", ""))
+        self._ask_stop(rid)  # its running items stop too (watchdog.py)
+        if "then" in meta:
+            from . import chains
+
+            chains.follow(self, rid)  # a follow-up only if it asked for one on failure
+        if meta.get("callback_url"):
+            webhook_store.enqueue(self, self.status(rid))
+
+    def stop_item(self, rid: str, entry: str) -> bool:
+        """Ask the worker running item `entry` to stop it: the attempt is
+        recorded as failed ("stopped by an operator") and follows the retry
+        policy. False when the item is not in flight."""
+        self._meta_or_raise(rid)
+        try:
+            item = self.item(rid, entry)  # a stream's entry or a lean request's item (reads.py)
+        except redis.ResponseError:  # not a stream id
+            raise QueueError(f"unknown item {entry!r} of request {rid}") from None
+        if not item or not item["consumer"]:
+            return False
+        self._ask_stop(rid, entry)
+        return True
+
+    def _ask_stop(self, rid: str, entry: str = "") -> None:
+        now = int(time.time() * 1000)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zadd(self.keys.stops, {f"{rid} {entry}".strip(): now})
+        pipe.zremrangebyscore(self.keys.stops, "-inf", now - 600_000)
+        pipe.execute()
 
     def set_priority(self, rid: str, priority: int) -> None:
         if not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= 99:
@@ -309,9 +379,32 @@ def _ms(seconds: float, what: str) -> int:
         value = float(seconds)
     except (TypeError, ValueError):
         raise QueueError(f"{what} must be a number of seconds") from None
-    if value < 0 or value > 10 * 365 * 86400:
+    if not 0 <= value <= 10 * 365 * 86400:  # NaN too
         raise QueueError(f"{what} must be between 0 seconds and 10 years")
     return int(value * 1000)
+
+
+def _time_limit(meta: dict, seconds: float | None) -> None:
+    """A per-request time limit (seconds; 0 = none) goes into the meta hash,
+    where `take` hands it to workers; absent, the queue's setting applies."""
+    if seconds is None:
+        return
+    if isinstance(seconds, bool):
+        raise QueueError("time limit must be a number of seconds")
+    meta["time_limit"] = _ms(seconds, "time limit") / 1000
+
+
+def _callback(meta: dict, url: str | None, signer: str) -> None:
+    """A webhook target goes into the meta hash with who signs its delivery
+    ("" the site, "token:N" an API token); the network policy is the web
+    side's (core/webhooks.py), here only its shape."""
+    if url is None:
+        return
+    if not isinstance(url, str) or not url.lower().startswith(("http://", "https://")) or len(url) > 2000:
+        raise QueueError("the callback URL must be an http:// or https:// URL of at most 2000 characters")
+    meta["callback_url"] = check_text(url, "the callback URL")
+    if signer:
+        meta["callback_signer"] = signer
 
 
 def _refusal(rid: str, code: Code) -> str:

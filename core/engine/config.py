@@ -21,6 +21,7 @@ class QueueConfig:
     backoff_max_seconds: float = 300.0
     retention_seconds: int = 86_400  # how long a finished request stays in Redis
     paused: bool = False
+    time_limit_seconds: float = 3600.0  # an item running longer is stopped (0 = no limit)
 
     def backoff(self, attempt: int) -> float:
         """Delay before the retry that follows attempt number `attempt`."""
@@ -61,3 +62,5 @@ class QueueConfig:
             raise ValueError("lease must be positive, max attempts at least 1, backoff not negative")
         if self.retention_seconds < 1:
             raise ValueError("retention must be at least one second")
+        if self.time_limit_seconds < 0:
+            raise ValueError("time limit must not be negative (0 = no limit)")

@@ -16,12 +16,18 @@ docs/KEYS.md, "Failover"); single plain commands are not covered. A node
 whose WAIT times out short of n replicas (a promoted replica whose old master
 is gone) is written to without WAIT for NO_REPLICA_BACKOFF seconds, then tried
 again: waiting cannot make a write safer where no replica exists.
+
+Every connection has a socket timeout and TCP keepalive (see SOCKET_TIMEOUT),
+so a Redis that stops answering without closing the connection (a network
+partition, a frozen host) is noticed within seconds instead of hanging a
+worker or a command; ``?socket_timeout=`` in the URL overrides it.
 """
 from __future__ import annotations
 
 import itertools
 import logging
 import random
+import socket
 import time
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -38,6 +44,16 @@ log = logging.getLogger("queueadmin.connection")
 
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 NO_REPLICA_BACKOFF = 10.0  # seconds without WAIT on a node whose WAIT found no replica in time
+# Seconds a reply may take. Above the longest blocking call the engine makes
+# (a worker's BLPOP of at most 1 s; WAIT gets its own timeout plus a margin):
+# redis-py does not extend the socket timeout for blocking commands.
+SOCKET_TIMEOUT = 5.0
+CONNECT_TIMEOUT = 5.0
+# TCP keepalive on Linux: an idle pooled connection to a vanished host is
+# dropped after 5 s of silence and 3 unanswered probes 2 s apart.
+KEEPALIVE_OPTIONS = {getattr(socket, name): value
+                     for name, value in (("TCP_KEEPIDLE", 5), ("TCP_KEEPINTVL", 2), ("TCP_KEEPCNT", 3))
+                     if hasattr(socket, name)}
 
 
 class ClusterUnavailable(redis.ConnectionError):
@@ -58,17 +74,47 @@ def is_cluster_url(url: str) -> bool:
     return urlsplit(url).scheme in CLUSTER_SCHEMES
 
 
+class BoundedRetry(Retry):
+    """redis-py's Retry, except that a second timeout ends the retries: one
+    retry on a fresh connection helps when only the old one went stale, but a
+    server that stays silent would otherwise cost (retries + 1) timeouts."""
+
+    def call_with_retry(self, do, fail):
+        self._backoff.reset()
+        failures = timeouts = 0
+        while True:
+            try:
+                return do()
+            except self._supported_errors as error:
+                failures += 1
+                timeouts += isinstance(error, (redis.TimeoutError, socket.timeout))
+                fail(error)
+                if (self._retries >= 0 and failures > self._retries) or timeouts > 1:
+                    raise error
+                backoff = self._backoff.compute(failures)
+                if backoff > 0:
+                    time.sleep(backoff)
+
+
+def timeouts(wait_replicas: tuple[int, int] | None = None) -> dict:
+    """Socket timeout and keepalive options for every connection; with WAIT,
+    the timeout leaves room for WAIT's own."""
+    wait_s = wait_replicas[1] / 1000 if wait_replicas and wait_replicas[0] > 0 else 0
+    return dict(socket_timeout=max(SOCKET_TIMEOUT, wait_s + 2), socket_connect_timeout=CONNECT_TIMEOUT,
+                socket_keepalive=True, socket_keepalive_options=dict(KEEPALIVE_OPTIONS))
+
+
 def connect(url: str, *, cluster: bool | None = None, wait_replicas: tuple[int, int] | None = None, **kwargs):
-    """A client that decodes replies as text and retries a dropped connection
-    briefly: a ``Cluster`` for a cluster URL (or ``cluster=True``), else a ``Redis``."""
+    """A client that decodes replies as text, times out on a silent server and
+    retries a dropped connection briefly: a ``Cluster`` for a cluster URL (or
+    ``cluster=True``), else a ``Redis``."""
     if cluster or is_cluster_url(url):
         return connect_cluster(url, wait_replicas=wait_replicas, **kwargs)
     options = dict(
         decode_responses=True,
         health_check_interval=15,
-        socket_keepalive=True,
-        socket_connect_timeout=5,
-        retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=3),
+        **timeouts(wait_replicas),
+        retry=BoundedRetry(ExponentialBackoff(cap=1.0, base=0.05), retries=3),
         retry_on_error=list(RETRYABLE),
     )
     options.update(kwargs)
@@ -112,8 +158,7 @@ def connect_cluster(url: str, wait_replicas: tuple[int, int] | None = None, **kw
     nodes, options = cluster_nodes(url)
     options = {
         "decode_responses": True,
-        "socket_keepalive": True,
-        "socket_connect_timeout": 5,
+        **timeouts(wait_replicas),
         "health_check_interval": 15,
         # cluster-level retries (each one re-reads the slot map): a failover
         # takes a couple of node timeouts; the worker loop backs off after these
@@ -141,7 +186,9 @@ def pubsub_client(url: str, **kwargs):
     node died a reconnect tries another one."""
     import redis.asyncio as aioredis
 
-    options = dict(decode_responses=True, socket_keepalive=True, health_check_interval=15)
+    # get_message(timeout=...) waits with its own timeout; the socket timeout
+    # bounds (UN)SUBSCRIBE and PING, keepalive drops a vanished server
+    options = dict(decode_responses=True, health_check_interval=15, **timeouts())
     options.update(kwargs)
     if not is_cluster_url(url):
         return aioredis.Redis.from_url(url, **options)

@@ -7,6 +7,8 @@ Keys carry a hash tag so that each Lua script touches one cluster slot:
   wake list and configuration. Every worker serving the queue polls these.
 * ``{r:ID}`` — one request: its meta hash, item stream, item leases, results
   and dead letters.
+* ``{periodic}`` — periodic requests: definitions, due times, claims and
+  state (core/engine/periodic.py).
 
 Global keys (no tag) are only ever used by single-key commands.
 """
@@ -111,6 +113,30 @@ class RequestKeys:
         return [self.meta, self.items, self.leases, self.results, self.dead]
 
 
+@dataclass(frozen=True)
+class PeriodicKeys:
+    prefix: str
+
+    def _k(self, suffix: str) -> str:
+        return f"{self.prefix}:{{periodic}}:{suffix}"
+
+    @property
+    def defs(self) -> str:  # HASH name -> definition JSON (enabled schedules only)
+        return self._k("defs")
+
+    @property
+    def due(self) -> str:  # ZSET name -> next due time (ms), or claim deadline while claimed
+        return self._k("due")
+
+    @property
+    def claims(self) -> str:  # HASH name -> "due_ms|token" of the claim being fired
+        return self._k("claims")
+
+    @property
+    def state(self) -> str:  # HASH name -> JSON: last due, last run, last request id, next run, error
+        return self._k("state")
+
+
 class Keys:
     """Key factory bound to one prefix."""
 
@@ -122,6 +148,10 @@ class Keys:
 
     def request(self, rid: str) -> RequestKeys:
         return RequestKeys(self.prefix, rid)
+
+    @property
+    def periodic(self) -> PeriodicKeys:
+        return PeriodicKeys(self.prefix)
 
     @property
     def queues(self) -> str:  # SET of queue names
@@ -141,5 +171,34 @@ class Keys:
     def events_all(self) -> str:  # pub/sub channel with every request's events
         return f"{self.prefix}:events"
 
+    @property
+    def chains(self) -> str:  # ZSET request id with a `then` -> registered/last looked at (ms), until followed
+        return f"{self.prefix}:chains"
+
+    @property
+    def stops(self) -> str:  # ZSET "rid" (cancelled) or "rid entry" (one item) -> asked at (ms)
+        return f"{self.prefix}:stops"
+
     def throughput(self, queue: str, minute: int) -> str:  # HASH done/failed per minute
         return f"{self.prefix}:tp:{queue}:{minute}"
+
+    def stats(self, queue: str) -> str:  # HASH item counters and histogram buckets, never expire (stats.py)
+        return f"{self.prefix}:stats:{queue}"
+
+    def api_rate(self, token: str, window: int) -> str:  # STRING an API token's calls in one window (expires)
+        return f"{self.prefix}:rate:{token}:{window}"
+
+    # Webhook deliveries (webhook_store.py): all in one slot, {wh}, so one script sees them together.
+    @property
+    def webhooks_due(self) -> str:  # ZSET delivery id -> next attempt (ms), or claim deadline while sending
+        return f"{self.prefix}:{{wh}}:due"
+
+    def webhook(self, did: str) -> str:  # HASH one delivery: request, url, signer, body, state, attempts, a:N
+        return f"{self.prefix}:{{wh}}:d:{did}"
+
+    def webhooks_of(self, rid: str) -> str:  # ZSET a request's delivery ids -> created (ms)
+        return f"{self.prefix}:{{wh}}:r:{rid}"
+
+    @property
+    def webhooks_watch(self) -> str:  # ZSET request id (with a callback) -> next look at its state (ms)
+        return f"{self.prefix}:{{wh}}:watch"

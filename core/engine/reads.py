@@ -61,7 +61,11 @@ class Reads:
         rk = self.keys.request(rid)
         # entries are in index order (retried items are appended again later);
         # reading up to the page's end costs O(start + count)
-        entries = self.redis.xrange(rk.items, "-", "+", count=start + count)
+        lean = self.lean_item(rid) if meta.get("lean") == "1" else None
+        if lean is not None:
+            entries = [(lean["e"], {"i": lean["i"], "p": lean["p"]})] if lean else []
+        else:
+            entries = self.redis.xrange(rk.items, "-", "+", count=start + count)
         by_index = {}
         for eid, fields in entries:
             by_index.setdefault(int(fields["i"]), (eid, fields["p"]))
@@ -82,14 +86,40 @@ class Reads:
         rk = self.keys.request(rid)
         out = []
         for eid, at in self.redis.zrange(rk.dead, 0, -1, withscores=True):
-            entry = self.redis.xrange(rk.items, eid, eid)
-            if not entry:
+            item = self.item(rid, eid)
+            if not item:
                 continue
-            idx = int(entry[0][1]["i"])
+            idx = item["index"]
             record = json.loads(self.redis.hget(rk.results, idx) or "{}")
-            out.append({"request": rid, "entry": eid, "index": idx, "payload": json.loads(entry[0][1]["p"]),
-                        "dead_at": at / 1000, **record})
+            out.append({"request": rid, "entry": eid, "index": idx, "payload": json.loads(item["payload"]),
+                        "dead_at": record.get("finished_at", at / 1000), **record})
         return out
+
+    # -- items, in a stream or lean (one item in a hash: lua/_request.lua) ---------
+
+    def lean_item(self, rid: str) -> dict | None:
+        """The fields of a lean request's item (e: entry id, i, p, h: holder,
+        d: deliveries), {} if its key is gone; None for a stream request."""
+        items = self.keys.request(rid).items
+        kind = self.redis.type(items)
+        if kind == "hash":
+            return self.redis.hgetall(items)
+        return {} if kind == "none" else None
+
+    def pipe_item(self, pipe, rid: str, entry: str) -> None:
+        """Queue a read of one item (either representation) on a pipeline run
+        with `self.scripts.execute`; `parse_item` reads the answer."""
+        self.scripts.pipe(pipe, "item", [self.keys.request(rid).items], [entry])
+
+    def pipe_holders(self, pipe, rid: str) -> None:
+        """Queue a read of the workers holding a request's items; `parse_holders`."""
+        self.scripts.pipe(pipe, "holders", [self.keys.request(rid).items], [])
+
+    def item(self, rid: str, entry: str) -> dict | None:
+        """One item: {index, payload (JSON text), consumer ("" when not held), deliveries, idle_ms}."""
+        pipe = self.redis.pipeline(transaction=False)
+        self.pipe_item(pipe, rid, entry)
+        return parse_item(self.scripts.execute(pipe)[0])
 
     def live_requests(self, queue: str) -> dict[str, dict]:
         """Registered requests of a queue: id -> {priority, concurrency, scheduled}."""
@@ -137,4 +167,22 @@ def parse_status(meta: dict, leased: int, dead: int) -> dict:
     st["in_flight"] = int(leased)
     st["dead"] = int(dead)
     st.pop("pub", None)
+    if "then" in st:  # a chained request: what follows it (core/engine/chains.py)
+        try:
+            st["then"] = json.loads(st["then"])
+        except ValueError:
+            st.pop("then")
     return st
+
+
+def parse_item(answer) -> dict | None:
+    """An `item` script answer as {index, payload, consumer, deliveries, idle_ms}, or None."""
+    if not answer:
+        return None
+    return {"index": int(answer[0]), "payload": answer[1], "consumer": answer[2], "deliveries": int(answer[3]),
+            "idle_ms": int(answer[4])}
+
+
+def parse_holders(answer) -> list[dict]:
+    """A `holders` script answer as XPENDING's summary lists consumers: [{name, pending}]."""
+    return [{"name": answer[i], "pending": int(answer[i + 1])} for i in range(0, len(answer or []), 2)]

@@ -13,6 +13,8 @@ import threading
 import time
 from typing import Callable
 
+import redis
+
 from .connection import RETRYABLE
 from .keys import Keys
 
@@ -74,7 +76,7 @@ class Registry:
             while not self._stop.wait(self.heartbeat):
                 try:
                     self.beat(wid, snapshot())
-                except RETRYABLE as exc:
+                except (*RETRYABLE, redis.RedisError) as exc:  # Redis trouble: the dispatcher says so
                     log.debug("heartbeat of %s failed: %s", wid, exc)
                 except Exception:  # anything else must not silence the heartbeat for good
                     log.exception("heartbeat of %s failed", wid)

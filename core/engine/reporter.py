@@ -1,12 +1,15 @@
 """Handing finished requests to the history callbacks (the database, in the
 Django worker) on a background thread, in batches, so that a slow write
-never delays the worker's next item."""
+never delays the worker's next item. Chained requests get their follow-ups
+submitted here too (chains.py)."""
 from __future__ import annotations
 
 import logging
 import queue
 import threading
 from typing import Callable
+
+from . import chains
 
 log = logging.getLogger("queueadmin.worker")
 
@@ -29,8 +32,6 @@ class Reporter:
         return bool(self.on_finish or self.on_finish_many)
 
     def put(self, rids: list[str]) -> None:
-        if not self.wanted:
-            return
         if self._thread:
             for rid in rids:
                 self._queue.put(rid)
@@ -59,6 +60,12 @@ class Reporter:
                 return
 
     def _report(self, rids: list[str]) -> None:
+        try:
+            chains.follow_many(self.client, rids)  # chained requests get their follow-ups first
+        except Exception:  # the upkeep's sweep submits them later
+            log.exception("following %d finished request(s) failed", len(rids))
+        if not self.wanted:
+            return
         try:
             statuses = [st for st in self.client.statuses(rids) if st]
             if self.on_finish_many:

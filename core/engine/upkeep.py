@@ -1,20 +1,22 @@
 """Chores that any worker (or any process) may run at any time, because each
 is one atomic script or idempotent: promote scheduled requests that are due,
 take back tokens whose lease ran out, wake parked tokens, age waiting
-requests, recover dead workers' work, and tell burst workers when all is done.
+requests, recover dead workers' work, fire periodic requests that are due,
+and tell burst workers when all is done.
 """
 from __future__ import annotations
 
 import logging
 import time
 
-from . import schedule
+from . import chains, periodic, schedule
 from .client import QueueClient
 from .registry import Registry
 
 log = logging.getLogger("queueadmin.worker")
 
 PARK_IDLE_MS = 60_000  # a streamed request's idle tokens wait for `add` to wake them, or this long
+CHAINS_EVERY = 2.0  # seconds between looks for chained requests left without their follow-up
 TICK_BATCH = 500  # scheduled requests / tokens moved per tick and queue
 
 
@@ -22,6 +24,8 @@ class Upkeep:
     def __init__(self, client: QueueClient, registry: Registry, by: str = "", aging_ms: int = 0):
         self.client, self.registry, self.by, self.aging_ms = client, registry, by, aging_ms
         self.redis, self.keys, self.scripts = client.redis, client.keys, client.scripts
+        self._next_chains = 0.0
+        self._periodic_repair_at = 0.0
 
     def tick(self, queue: str) -> list[str]:
         """One upkeep pass over a queue's dispatch; returns promoted request ids."""
@@ -35,6 +39,25 @@ class Upkeep:
                 self.scripts.pipe(pipe, "promoted", [self.keys.request(rid).meta], [])
             self.scripts.execute(pipe)
         return promoted
+
+    def periodic(self) -> list[tuple[str, int, str]]:
+        """Fire the periodic requests that are due (each due time once, whoever
+        runs this; core/engine/periodic.py); now and then put back schedules
+        missing from the due set."""
+        now = time.monotonic()
+        if now >= self._periodic_repair_at:
+            self._periodic_repair_at = now + periodic.REPAIR_SECONDS
+            periodic.repair(self.client)
+        return periodic.run(self.client, self.by)
+
+    def sweep_chains(self) -> int:
+        """Follow-ups of chained requests whose worker died as they finished
+        (chains.py); at most every CHAINS_EVERY seconds."""
+        now = time.monotonic()
+        if now < self._next_chains:
+            return 0
+        self._next_chains = now + CHAINS_EVERY
+        return chains.sweep(self.client)
 
     def recover_dead(self) -> int:
         return sum(self.recover(wid) for wid in self.registry.find_dead())

@@ -24,6 +24,41 @@ def ts(epoch):
         return "—"
 
 
+def _utc(value) -> datetime | None:
+    """Epoch seconds or an aware datetime -> a UTC datetime (None if unusable)."""
+    if not value:
+        return None
+    if isinstance(value, datetime):
+        return value.astimezone(timezone.utc)
+    try:
+        return datetime.fromtimestamp(float(value), tz=timezone.utc)
+    except (TypeError, ValueError, OverflowError, OSError):
+        return None
+
+
+@register.filter
+def when(value):
+    """A <time> in UTC; static/qa/time.js shows it in the viewer's time zone
+    and keeps UTC in its title (what is shown without JavaScript)."""
+    dt = _utc(value)
+    if dt is None:
+        return "—"
+    text = dt.strftime("%Y-%m-%d %H:%M:%S")
+    return format_html('<time datetime="{}" title="{} UTC">{} UTC</time>', dt.strftime("%Y-%m-%dT%H:%M:%SZ"), text,
+                       text)
+
+
+@register.filter
+def when_ago(value):
+    """'12 s ago' in a <time>; hovering shows the moment (local time and UTC)."""
+    dt = _utc(value)
+    if dt is None:
+        return "—"
+    text = dt.strftime("%Y-%m-%d %H:%M:%S")
+    return format_html('<time datetime="{}" data-relative title="{} UTC">{}</time>', dt.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                       text, ago(dt.timestamp()))
+
+
 @register.filter
 def iso(epoch):
     if not epoch:

@@ -30,11 +30,11 @@ def _filters(params):
 
 def dead_context(params) -> dict:
     queue, rid = _filters(params)
-    rows = queries.dead_letters(queue, rid)
-    pg = queries.Page.of(params.get("page"), len(rows), PAGE_SIZE)
+    found = queries.dead_page(queue, rid, params.get("page"), PAGE_SIZE)
+    pg = found["pg"]
     q = params.copy()
     q.pop("page", None)
-    return {"rows": pg.slice(rows), "pg": pg, "count": len(rows), "queue": queue or "", "request_id": rid or "",
+    return {"rows": found["rows"], "pg": pg, "count": found["count"], "queue": queue or "", "request_id": rid or "",
             "queues": queries.queue_names(), "filter_qs": q.urlencode(),
             "live_topic": f"dead:{queue or ''}:{rid or ''}:{pg.number}"}
 
@@ -61,7 +61,7 @@ def dead_action(request):
         return redirect(back)
     if scope == "all":
         queue, rid = _filters(QueryDict(filt))
-        pairs = [(r["request"], r["entry"]) for r in queries.dead_letters(queue, rid)]
+        pairs = queries.dead_pairs(queue, rid)
     else:
         pairs = selected_pairs(request.POST.getlist("ids"))
     if not pairs:

@@ -1,17 +1,19 @@
 """In flight / stuck: items delivered and not yet acknowledged. Stuck = lease
-expired or worker dead; requeue one, a selection, or every stuck item."""
+expired or worker dead; requeue one, a selection, or every stuck item; stop
+one running item (its worker stops it and records a failed attempt)."""
 from django.contrib import messages
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from core import queries
+from core import queries, services
+from core.engine.client import QueueError
 
 from . import ops
 from .common import act_required, confirm, page, selected_pairs, staff_required
 
-PAGE_SIZE = 100
+PAGE_SIZE = 50
 
 
 def _filters(params) -> tuple[str | None, bool]:
@@ -23,13 +25,12 @@ def _filters(params) -> tuple[str | None, bool]:
 
 def inflight_context(params) -> dict:
     queue, stuck_only = _filters(params)
-    rows = queries.inflight(queue)
-    stuck = sum(1 for r in rows if r["stuck"])
-    shown = [r for r in rows if r["stuck"]] if stuck_only else rows
-    pg = queries.Page.of(params.get("page"), len(shown), PAGE_SIZE)
+    found = queries.inflight_page(queue, stuck_only, params.get("page"), PAGE_SIZE)
+    pg = found["pg"]
     q = params.copy()
     q.pop("page", None)
-    return {"rows": pg.slice(shown), "pg": pg, "count": len(rows), "stuck_count": stuck, "queue": queue or "",
+    return {"rows": found["rows"], "pg": pg, "count": found["count"], "stuck_count": found["stuck_count"],
+            "over_count": sum(1 for r in found["rows"] if r["over_limit"]), "queue": queue or "",
             "stuck_only": stuck_only, "queues": queries.queue_names(), "filter_qs": q.urlencode(),
             "live_topic": f"inflight:{queue or ''}:{int(stuck_only)}:{pg.number}"}
 
@@ -52,7 +53,7 @@ def inflight_requeue(request):
     scope = request.POST.get("scope", "selected")
     if scope == "stuck":
         queue, _ = _filters(QueryDict(filt))
-        pairs = [(r["request"], r["entry"]) for r in queries.inflight(queue) if r["stuck"]]
+        pairs = queries.inflight_pairs(queue)
     else:
         pairs = selected_pairs(request.POST.getlist("ids"))
     if not pairs:
@@ -71,4 +72,41 @@ def inflight_requeue(request):
     n = ops.requeue(pairs)
     messages.success(request, f"Requeued {n:,} item{'s' if n != 1 else ''}." if n else
                      "Nothing was requeued: those items finished meanwhile.")
+    return redirect(back)
+
+
+@never_cache
+@require_POST
+@act_required
+def inflight_stop(request):
+    """Stop one running item: the worker running it stops it within a few
+    seconds and records the attempt as failed ("stopped by an operator"); the
+    queue's retry policy applies."""
+    filt = request.POST.get("filter", "")
+    back = reverse("inflight") + (f"?{filt}" if filt else "")
+    pairs = selected_pairs(request.POST.getlist("ids"))[:1]
+    if not pairs:
+        messages.info(request, "Nothing to stop.")
+        return redirect(back)
+    rid, entry = pairs[0]
+    if request.POST.get("confirm") != "1":
+        return confirm(request, title="Stop item", count=1, danger=True,
+                       text=f"Stop item {entry} of request {rid}? Its worker stops it within a few seconds; the "
+                            f"attempt is recorded as failed (stopped by an operator) and retried if the queue's "
+                            f"policy allows.",
+                       action_url=reverse("inflight_stop"), fields=[("ids", f"{rid}:{entry}"), ("filter", filt)],
+                       back_url=back, section="inflight")
+    stop = getattr(services.engine(), "stop_item", None)
+    if stop is None:
+        messages.error(request, "This version of the engine cannot stop running items.")
+        return redirect(back)
+    try:
+        stopped = stop(rid, entry)
+    except QueueError as exc:
+        messages.error(request, f"Cannot stop the item: {exc}.")
+        return redirect(back)
+    if stopped:
+        messages.success(request, f"Stopping item {entry} of {rid}: its worker stops it within a few seconds.")
+    else:
+        messages.info(request, "Nothing to stop: that item is not running any more.")
     return redirect(back)

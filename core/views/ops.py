@@ -85,11 +85,10 @@ def requeue(pairs: list[tuple[str, str]]) -> int:
         eng = _engine()
         holders = set()
         for rid, eids in by_rid.items():
-            rk = eng.keys.request(rid)
             for eid in eids:
-                p = eng.redis.xpending_range(rk.items, "g", min=eid, max=eid, count=1)
-                if p and p[0]["consumer"] in dead:
-                    holders.add(p[0]["consumer"])
+                item = eng.item(rid, eid)  # a stream's entry or a lean request's item (engine reads)
+                if item and item["consumer"] in dead:
+                    holders.add(item["consumer"])
         for wid in holders:
             recover_worker(wid)
     n = 0

@@ -2,6 +2,7 @@
 Redis) and one request's page with its items and actions."""
 from __future__ import annotations
 
+import itertools
 import json
 
 from django.contrib import messages
@@ -11,7 +12,7 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from core import queries
+from core import queries, webhooks
 from core.engine.client import QueueError
 from core.engine.config import MAX_CONCURRENCY
 from core.forms import RequestFilterForm
@@ -91,6 +92,7 @@ def detail_context(request, rid: str, after: str | None = None, before: str | No
     rec = RequestRecord.objects.filter(id=rid).only("items_preview", "submitted_by").first()
     cursor = f"{after or ''}:{before or ''}"
     return {"st": st, "rid": rid, "items": items, "record": rec, "after": after or "", "before": before or "",
+            "webhooks": webhooks.for_request(rid),
             "live_topic": f"request:{rid}:{cursor}" if st.get("in_redis") else "",
             "max_concurrency": MAX_CONCURRENCY}
 
@@ -126,13 +128,21 @@ def request_results(request, rid):
     except QueueError:
         raise Http404("this request's results are no longer in Redis (past the queue's retention)")
 
-    def lines():
-        if first is not None:
-            yield json.dumps(first, ensure_ascii=False) + "\n"
-        for rec in records:
-            yield json.dumps(rec, ensure_ascii=False) + "\n"
+    def chunks():
+        """Streamed as the records are read (1,000 at a time), in pieces of
+        about 64 KB: memory stays flat whatever the request's size."""
+        buf, size = [], 0
+        for rec in itertools.chain([first] if first is not None else [], records):
+            line = json.dumps(rec, ensure_ascii=False) + "\n"
+            buf.append(line)
+            size += len(line)
+            if size >= 65536:
+                yield "".join(buf)
+                buf, size = [], 0
+        if buf:
+            yield "".join(buf)
 
-    response = StreamingHttpResponse(lines(), content_type="application/x-ndjson; charset=utf-8")
+    response = StreamingHttpResponse(chunks(), content_type="application/x-ndjson; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="request-{rid}.jsonl"'
     return response
 

@@ -1,12 +1,18 @@
-"""Scheduled: delayed requests with their start time; run now or cancel."""
+"""Scheduled: delayed requests with their start time (run now or cancel), and
+periodic requests with their next and last run (run now, pause, resume)."""
 from django.contrib import messages
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from core import queries
+import redis
+from django.http import Http404
+
+from core import periodic, queries
 from core.engine.client import QueueError
+from core.models import PeriodicRequest
+from core.queries.scheduled import periodic as periodic_rows
 
 from . import ops
 from .common import RID, act_required, confirm, page, staff_required
@@ -18,7 +24,7 @@ def scheduled_context(params) -> dict:
     rows = queries.scheduled()
     pg = queries.Page.of(params.get("page"), len(rows), PAGE_SIZE)
     return {"rows": pg.slice(rows), "pg": pg, "count": len(rows), "filter_qs": "",
-            "live_topic": f"scheduled:{pg.number}"}
+            "live_topic": f"scheduled:{pg.number}", "periodic": periodic_rows()}
 
 
 @never_cache
@@ -34,6 +40,8 @@ def scheduled(request):
 def scheduled_action(request):
     back = reverse("scheduled")
     action = request.POST.get("action")
+    if action in PERIODIC_ACTIONS:
+        return periodic_action(request, action, back)
     ids = [i for i in request.POST.getlist("ids") if RID.match(i)]
     if action not in ("run", "cancel"):
         messages.error(request, "Unknown action.")
@@ -64,4 +72,27 @@ def scheduled_action(request):
                          if done else "Nothing to start: those requests are no longer scheduled.")
     else:
         messages.success(request, f"Cancelled {done:,} request{'s' if done != 1 else ''}.")
+    return redirect(back)
+
+
+PERIODIC_ACTIONS = ("periodic_run", "periodic_pause", "periodic_resume")
+
+
+def periodic_action(request, action: str, back: str):
+    """Run a periodic request now, pause or resume it (the `periodic` field names it)."""
+    try:
+        obj = PeriodicRequest.objects.get(name=str(request.POST.get("periodic", ""))[:64])
+    except PeriodicRequest.DoesNotExist:
+        raise Http404("no such periodic request") from None
+    try:
+        if action == "periodic_run":
+            rid = periodic.run_now(obj, request.user)
+            messages.success(request, f"{obj.name}: submitted request {rid}.")
+        else:
+            periodic.set_enabled(obj, action == "periodic_resume")
+            messages.success(request, f"{obj.name} {'resumed' if obj.enabled else 'paused'}.")
+    except (QueueError, ValueError) as exc:
+        messages.error(request, f"{obj.name}: {exc}")
+    except redis.RedisError:
+        messages.error(request, "Redis is unreachable: nothing was changed. Try again.")
     return redirect(back)

@@ -6,8 +6,11 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
+import redis
+
 from core import queries, services
 from core.engine.client import QueueError
+from core.engine.errors import describe
 from core.forms import SubmitForm
 
 from .common import act_required, page
@@ -32,9 +35,15 @@ def submit(request):
                 sub = services.submit(
                     d["queue"], d["processor"], d["item_list"], user=request.user, priority=d["priority"],
                     concurrency=d["concurrency"], delay=d["delay"], expires_in=d["expires_in_seconds"],
-                    dedup_key=d["dedup_key"] or None)
+                    dedup_key=d["dedup_key"] or None, time_limit=d["time_limit_seconds"],
+                    callback_url=d.get("callback_url"),
+                    then={"processor": d["then_processor"], "mode": d.get("then_mode") or "each"}
+                    if d.get("then_processor") else None)
             except QueueError as exc:
                 messages.error(request, f"Not submitted: {exc}.")
+            except redis.RedisError as exc:  # full, read-only...: keep the form filled in, say why
+                messages.error(request, f"Not submitted: {describe(exc)}.")
+                return page(request, "qa/submit.html", {"form": form}, "submit", status=503)
             else:
                 if sub.duplicate:
                     messages.warning(request, "An identical request is already pending or running, so nothing "

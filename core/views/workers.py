@@ -14,7 +14,9 @@ from .common import act_required, page, staff_required
 def workers_context(params=None) -> dict:
     rows = queries.workers(include_recovered=True)
     return {"rows": rows, "live_count": sum(1 for w in rows if w["live"]),
-            "dead_count": sum(1 for w in rows if w["dead"]), "live_topic": "workers"}
+            "dead_count": sum(1 for w in rows if w["dead"]),
+            "running_count": sum(len(w["current"]) for w in rows),
+            "over_count": sum(w["over_limit"] for w in rows), "live_topic": "workers"}
 
 
 @never_cache

@@ -3,7 +3,9 @@
  *  - while paused, or while rows are ticked in a live table, pushed
  *    fragments are not swapped in (rows do not move under the cursor); on
  *    resume the page asks its socket for the current state;
- *  - "select all" checkboxes and the bulk bar's selected count.
+ *  - "select all" checkboxes and the bulk bar's selected count;
+ *  - dismissing messages and the confirm dialog (no inline handlers: the
+ *    Content-Security-Policy allows scripts from this origin only).
  */
 (function () {
   "use strict";
@@ -37,7 +39,7 @@
     if (held()) { setPill("held", editing() ? "Held (editing)" : "Held (rows selected)"); return; }
     var open = false;
     sockets.forEach(function (s) { if (s.open) open = true; });
-    setPill(open ? "open" : "closed", open ? "Live" : "Connecting…");
+    setPill(open ? "open" : "closed", open ? "Live" : (refused || "Connecting…"));
   }
 
   function requestRefresh() {
@@ -68,12 +70,20 @@
   });
 
   document.addEventListener("htmx:wsOpen", function (e) {
+    refused = "";
     var entry = { elt: e.target, wrapper: e.detail.socketWrapper, open: true };
     sockets.forEach(function (s) { if (s.elt === e.target) sockets.delete(s); });
     sockets.add(entry);
     refreshPill();
   });
+  // Close codes the server gives (core/sockets.py): the session ended -> the
+  // page reloads (and lands on the login page); refused -> say why.
+  var refused = "";
   document.addEventListener("htmx:wsClose", function (e) {
+    var code = e.detail && e.detail.event ? e.detail.event.code : 0;
+    if (code === 4401) { window.location.reload(); return; }
+    if (code === 4429) refused = "Live off: too many live tabs";
+    if (code === 4400) refused = "Live off";
     sockets.forEach(function (s) {
       if (s.elt === e.target) { s.open = false; if (!document.body.contains(s.elt)) sockets.delete(s); }
     });
@@ -122,4 +132,26 @@
     }, 0);
   });
   document.addEventListener("DOMContentLoaded", function () { applyToggle(); updateCounts(); });
+
+  // messages and the confirm dialog -----------------------------------------------
+  function closeDialog() {
+    var slot = document.getElementById("dialog-slot");
+    if (slot) slot.innerHTML = "";
+  }
+  document.addEventListener("click", function (e) {
+    var t = e.target;
+    if (t.matches("[data-dismiss-backdrop]")) { t.remove(); return; } // a click beside the dialog
+    var close = t.closest("[data-dismiss-message]");
+    if (close) { close.parentNode.remove(); return; }
+    if (t.closest("[data-close-dialog]")) closeDialog();
+  });
+  document.addEventListener("htmx:afterRequest", function (e) {
+    if (e.detail.elt && e.detail.elt.matches && e.detail.elt.matches("[data-close-dialog-after-request]")) closeDialog();
+  });
+
+  // Redis in trouble: the server answers 503 with a fragment saying so
+  // (core/middleware.py, retargeted to #main); htmx swaps no error by default.
+  document.addEventListener("htmx:beforeSwap", function (e) {
+    if (e.detail.xhr && e.detail.xhr.status === 503) { e.detail.shouldSwap = true; e.detail.isError = false; }
+  });
 })();

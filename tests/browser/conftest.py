@@ -1,4 +1,4 @@
-"""End-to-end fixtures: a real dashboard (daphne on a free loopback port),
+"""End-to-end fixtures: a real dashboard (uvicorn on a free loopback port),
 real worker processes, the test redis-server, and headless Chromium.
 
 Nothing here is skipped: a missing Chromium or front-end install fails the
@@ -23,6 +23,22 @@ ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 SHOTS = ROOT / "screenshots"
 ADMIN = ("admin", "admin-pass-1")
+# bin/run's server options (uvloop, httptools, sans-I/O WebSockets without deflate)
+UVICORN_FLAGS = ["--loop", "uvloop", "--http", "httptools", "--ws", "websockets-sansio",
+                 "--ws-per-message-deflate", "false", "--lifespan", "off", "--no-proxy-headers",
+                 "--timeout-graceful-shutdown", "5"]
+
+
+# Playwright's screenshots apply styles of their own (an empty <style>; caret
+# hiding on the focused element), which the Content-Security-Policy (style-src
+# 'self') refuses; Chromium names each refused style by its hash. Any style
+# of ours would have another hash and still fail the test.
+PLAYWRIGHT_STYLE_HASHES = ("'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='",  # ""
+                           "'sha256-LCYO6aZgIIKUnjcSr4gFsHQ6Y4vrxnN7Ev5la8a4W4Y='")  # caret-color: transparent
+
+
+def playwrights_own_style(text: str) -> bool:
+    return "Content Security Policy" in text and any(h in text for h in PLAYWRIGHT_STYLE_HASHES)
 
 
 def _env(redis_url: str, db: Path) -> dict:
@@ -45,14 +61,15 @@ def browser_db(tmp_path_factory):
 
 @pytest.fixture
 def dashboard(redis_url, browser_db, tmp_path):
-    """daphne serving the dashboard on 127.0.0.1:<free port>; yields its base URL."""
+    """uvicorn serving the dashboard on 127.0.0.1:<free port>, started as bin/run
+    starts it; yields its base URL."""
     if not (ROOT / "var" / "frontend" / "node_modules" / "htmx.org" / "dist" / "htmx.min.js").exists():
         subprocess.run(["bash", str(ROOT / "bin" / "frontend")], cwd=ROOT, check=True)
     port = embedded.free_port()
-    log = open(tmp_path / "daphne.log", "wb")
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "daphne"), "-b", "127.0.0.1", "-p", str(port),
-                             "queueadmin.asgi:application"], cwd=ROOT, env=_env(redis_url, browser_db),
-                            stdout=log, stderr=subprocess.STDOUT)
+    log = open(tmp_path / "uvicorn.log", "wb")
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "uvicorn"), "--host", "127.0.0.1", "--port", str(port),
+                             *UVICORN_FLAGS, "queueadmin.asgi:application"], cwd=ROOT,
+                            env=_env(redis_url, browser_db), stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 20
     while True:
@@ -62,7 +79,7 @@ def dashboard(redis_url, browser_db, tmp_path):
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
-                raise AssertionError("daphne did not start:\n" + (tmp_path / "daphne.log").read_text())
+                raise AssertionError("uvicorn did not start:\n" + (tmp_path / "uvicorn.log").read_text())
             time.sleep(0.1)
     yield base
     if proc.poll() is None:
@@ -103,7 +120,7 @@ def page(chromium, dashboard):
     pg.errors = []
     pg.on("pageerror", lambda exc: pg.errors.append(str(exc)))
     pg.on("console", lambda msg: pg.errors.append(msg.text) if msg.type == "error"
-          and not msg.text.startswith("Failed to load resource") else None)
+          and not msg.text.startswith("Failed to load resource") and not playwrights_own_style(msg.text) else None)
     pg.on("response", lambda r: pg.errors.append(f"HTTP {r.status} {r.url}") if r.status >= 400 else None)
     pg.goto("/accounts/login/")
     pg.fill("#id_username", ADMIN[0])

@@ -28,7 +28,7 @@ def test_submit_through_the_form_and_watch_progress_reach_100_without_reload(pag
     page.goto("/submit/")
     page.select_option("#id_queue", "default")
     page.select_option("#id_processor", "sleep")
-    page.fill("#id_items", "\n".join(["0.02"] * 300))
+    page.fill("#id_items", "\n".join(["0.04"] * 300))  # ~3 s at concurrency 4: room to see progress
     page.fill("#id_concurrency", "4")
     page.click("#submit-form button[type=submit]")
     page.wait_for_url(re.compile(r".*/requests/[0-9a-f]+/$"))
@@ -103,7 +103,9 @@ def test_raise_a_queued_requests_priority_and_see_it_served_first(page, worker_p
     low, bumped = submit_many([
         {"queue": "prio", "processor": "sleep", "items": ["0.05"] * 4, "priority": 10, "concurrency": 1},
         {"queue": "prio", "processor": "sleep", "items": ["0.06"] * 4, "priority": 10, "concurrency": 1}])
-    worker_procs.start(queues="prio")
+    # one slot, so that "served first" means one after the other (with more
+    # slots the older request runs beside it: each is capped at concurrency 1)
+    worker_procs.start("prio", 1, False, "", "--threads", "1")
     page.goto(f"/requests/{bumped}/")
     page.fill("#prio-input", "90")
     page.click("form:has(#prio-input) button")

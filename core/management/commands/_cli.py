@@ -1,6 +1,6 @@
 """Shared bits of the queue_* management commands: turning the errors an
-operator can cause (bad input, unknown names, Redis down, unreadable files)
-into a one-line CommandError instead of a traceback."""
+operator can cause (bad input, unknown names, Redis down or full, unreadable
+files) into a one-line CommandError instead of a traceback."""
 from __future__ import annotations
 
 import contextlib
@@ -12,7 +12,8 @@ from django.conf import settings
 from django.core.management.base import CommandError
 from django.db import DatabaseError
 
-from core.engine.client import QueueError
+from core.engine.errors import QueueError, describe
+from core.engine.limits import check_text
 from core.engine.scripts import ScriptError
 
 
@@ -43,18 +44,34 @@ def user_errors():
         raise
     except QueueError as exc:
         raise CommandError(one_line(exc)) from None
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise CommandError(f"cannot reach Redis at {redis_location()}: {one_line(exc)}") from None
-    except redis.RedisError as exc:
-        raise CommandError(f"Redis error: {one_line(exc)}") from None
+    except redis.RedisError as exc:  # down, silent, full, read-only, loading...: one line, no Lua internals
+        raise CommandError(describe(exc, redis_location())) from None
     except ScriptError as exc:
         raise CommandError(one_line(exc)) from None
     except DatabaseError as exc:
         raise CommandError(f"database error: {one_line(exc)} (did you run `python manage.py migrate`?)") from None
     except UnicodeDecodeError as exc:
         raise CommandError(f"input is not valid UTF-8 text: {one_line(exc)}") from None
+    except UnicodeEncodeError:  # a lone surrogate (e.g. undecodable bytes in an argument)
+        raise CommandError("input is not valid Unicode text (it holds a lone surrogate)") from None
     except OSError as exc:
         raise CommandError(one_line(exc)) from None
+
+
+def push_queue(name: str) -> None:
+    """Before a submission: a queue configured in the database but unknown to
+    Redis (a fresh install before any worker ran) is pushed to it. Only that
+    queue, and only then: commands do not rewrite configuration on each call."""
+    from core import services
+    from core.models import Queue
+
+    check_text(name, "the queue name")
+    client = services.engine()
+    if client.redis.exists(client.keys.queue(name).config):
+        return
+    row = Queue.objects.filter(name=name).first()
+    if row is not None:
+        client.define_queue(row.name, row.to_config())
 
 
 def iso(epoch) -> str | None:

@@ -41,8 +41,7 @@ class Command(BaseCommand):
         parser.add_argument("request_id")
 
     def handle(self, *args, **options):
-        with user_errors():
-            services.sync_queues()
+        with user_errors():  # reads only: nothing is written to Redis
             client = services.engine()
             for record in client.results(options["request_id"]):
                 self.stdout.write(json.dumps(result_line(record), ensure_ascii=False, separators=(",", ":")))

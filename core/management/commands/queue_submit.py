@@ -13,8 +13,10 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from core import services
+from core.engine.errors import QueueError
+from core.engine.limits import check_count, check_item
 
-from ._cli import user_errors
+from ._cli import push_queue, user_errors
 
 
 def split_lines(text: str) -> list[str]:
@@ -27,6 +29,9 @@ def split_lines(text: str) -> list[str]:
 
 class Command(BaseCommand):
     help = "Submit a file (one item per line; '-' reads standard input) as one request; prints its id last."
+    # No system checks: they would import every URLconf and view on each call;
+    # `manage.py check` and `migrate` still run them.
+    requires_system_checks = []
     stealth_options = ("stdin",)
 
     def add_arguments(self, parser):
@@ -44,13 +49,40 @@ class Command(BaseCommand):
                             help="refuse a duplicate while a request with this key is pending or running "
                                  "(default: a hash of the processor and items)")
         parser.add_argument("--no-dedup", action="store_true", help="never treat this request as a duplicate")
+        parser.add_argument("--time-limit", type=float, metavar="SECONDS",
+                            help="stop an item running longer than this (0 = no limit; default: the queue's)")
         parser.add_argument("--json", action="store_true", help="each line is a JSON value, not plain text")
+        parser.add_argument("--callback-url", metavar="URL",
+                            help="POST the request's summary there when it finishes, signed with the site's "
+                                 "webhook secret (README \"Webhooks\")")
+        parser.add_argument("--then-processor", metavar="P",
+                            help="when this request finishes, submit one that follows it with processor P "
+                                 "(README \"Chained requests\")")
+        parser.add_argument("--then-mode", choices=("each", "all"), default="each",
+                            help="each: one item per successful result (default); all: one item, every result")
+        parser.add_argument("--then-queue", metavar="Q", help="the follow-up's queue (default: this one's)")
+        parser.add_argument("--then-on-failure", action="store_true",
+                            help="follow also when this request fails, is cancelled or expires")
 
     def handle(self, *args, **options):
+        if options.get("callback_url") is not None:
+            from core import webhooks
+
+            problem = webhooks.refusal(options["callback_url"])
+            if problem:
+                raise CommandError(f"--callback-url refused: {problem}")
         with user_errors():
             items = self.read_items(options["file"], options.get("stdin"), options["json"])
-            services.sync_queues()
+            push_queue(options["queue"])
             extra = {}
+            if options.get("then_processor"):
+                extra["then"] = {"processor": options["then_processor"], "mode": options["then_mode"],
+                                 "on_failure": options["then_on_failure"]}
+                if options.get("then_queue"):
+                    push_queue(options["then_queue"])
+                    extra["then"]["queue"] = options["then_queue"]
+            elif options.get("then_queue") or options.get("then_on_failure"):
+                raise CommandError("--then-queue and --then-on-failure need --then-processor")
             if options["no_dedup"]:
                 if options["dedup_key"]:
                     raise CommandError("--dedup-key and --no-dedup exclude each other")
@@ -58,7 +90,8 @@ class Command(BaseCommand):
             sub = services.submit(
                 options["queue"], options["processor"], items, priority=options["priority"],
                 concurrency=options["concurrency"], delay=options["delay"], expires_in=options["expires_in"],
-                dedup_key=options["dedup_key"], **extra)
+                dedup_key=options["dedup_key"], time_limit=options["time_limit"],
+                callback_url=options.get("callback_url"), **extra)
         if sub.duplicate:
             self.stdout.write("duplicate of an existing request")
         elif options["verbosity"] >= 1:
@@ -68,20 +101,30 @@ class Command(BaseCommand):
 
     @staticmethod
     def read_items(path: str, stdin=None, as_json: bool = False) -> list:
+        """The items, each checked as the engine will (valid Unicode, size),
+        so that an error names the line."""
         if path == "-":
-            text = (stdin or sys.stdin).read()
+            stream = stdin or sys.stdin
+            buffer = getattr(stream, "buffer", None)  # bytes, decoded strictly (not the locale's way)
+            text = buffer.read().decode("utf-8") if buffer is not None else stream.read()
         else:
             with open(path, encoding="utf-8", newline="") as f:
                 text = f.read()
         lines = split_lines(text)
         if not lines:
             raise CommandError(f"{'standard input' if path == '-' else path} has no items (one item per line)")
-        if not as_json:
-            return lines
-        items = []
-        for n, line in enumerate(lines, 1):
+        check_count(len(lines))
+        items = lines
+        if as_json:
+            items = []
+            for n, line in enumerate(lines, 1):
+                try:
+                    items.append(json.loads(line))
+                except (ValueError, RecursionError) as exc:
+                    raise CommandError(f"line {n} is not JSON: {' '.join(str(exc).split())[:200]}") from None
+        for n, item in enumerate(items, 1):
             try:
-                items.append(json.loads(line))
-            except ValueError as exc:
-                raise CommandError(f"line {n} is not JSON: {exc}") from None
+                check_item(item, f"line {n}")
+            except QueueError as exc:
+                raise CommandError(str(exc)) from None
         return items

@@ -1,51 +1,84 @@
-"""`manage.py queue_worker`: run workers (a thin shim over core.engine.worker)."""
+"""`manage.py queue_worker`: run workers (a thin shim over core.launch and
+core.engine.worker).
+
+`manage.py queue_worker` starts through core.launch without setting Django up
+first (see manage.py); this command is the way in for `call_command` and for
+queues that only the database knows yet: it pushes the database's queues to
+Redis, then serves like the fast path.
+"""
 import logging
-import sys
 
 import redis
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connections
 
-from core import services
-from core.engine.pool import Pool
+from core import launch, services, webhook_sender
+from core.engine import errors
 from core.engine.processors import Processors
 from core.engine.worker import Worker
 
 
 class Command(BaseCommand):
-    help = "Process items of one or more queues (higher priority first)."
+    help = launch.HELP
+    requires_system_checks = []  # `manage.py check` runs them; a worker starts at once
 
     def add_arguments(self, parser):
-        parser.add_argument("--queues", default="default",
-                            help="comma-separated queue names, served in this order (default: default)")
-        parser.add_argument("--processes", type=int, default=1, help="worker processes to run (default 1)")
-        parser.add_argument("--burst", action="store_true", help="exit 0 once nothing is left to do")
-        parser.add_argument("--name", default="", help="a name shown in the dashboard")
+        launch.add_arguments(parser)
 
-    def handle(self, *args, queues, processes, burst, name, **options):
+    def handle(self, *args, **options):
         logging.getLogger("queueadmin").setLevel(logging.INFO)
-        names = [q.strip() for q in queues.split(",") if q.strip()]
-        if processes < 1:
-            raise CommandError("--processes must be at least 1")
-        try:
-            services.sync_queues()
-            known = services.engine().queues()  # the database's queues and any defined in Redis only
-        except redis.RedisError as exc:
-            raise CommandError(f"cannot reach Redis at {settings.REDIS_URL}: {exc}")
+        opts = _Options(options)
+        if (why := launch.problem(opts)) is not None:
+            raise CommandError(why)
+        names = launch.queue_names(opts)
+        known = self._known_queues()
         unknown = [q for q in names if q not in known]
-        if not names or unknown:
-            raise CommandError(f"unknown queue(s): {', '.join(unknown) or '(none given)'}; known: {', '.join(known)}")
-        if processes > 1:
-            command = [sys.executable, sys.argv[0], "queue_worker", "--queues", ",".join(names)]
-            if burst:
-                command.append("--burst")
-            code = Pool(command, processes, burst=burst).run()
-            if code:
-                raise CommandError(f"a worker process exited with {code}")
-            return
+        if unknown:
+            raise CommandError(f"unknown queue(s): {', '.join(unknown)}; known: {', '.join(known)}")
+        code = launch.serve(opts, lambda slot, recycled, exit_now: self._worker(opts, slot, recycled, exit_now),
+                            before_fork=_close_connections)
+        if code:
+            raise CommandError(f"a worker process exited with {code}")
+
+    def _known_queues(self) -> list[str]:
+        """Push the database's queues to Redis and list every queue. Redis
+        trouble at start (down, full, loading) is waited out."""
+        import time
+
+        where = settings.REDIS_URL.rpartition("@")[2]
+        delay = 0.5
+        while True:
+            try:
+                services.sync_queues()
+                return services.engine().queues()  # the database's queues and any defined in Redis only
+            except redis.RedisError as exc:
+                if errors.trouble(exc) is None:
+                    raise CommandError(errors.describe(exc, where))
+                self.stderr.write(f"{errors.describe(exc, where)}; retrying in {delay:g}s (Ctrl-C to stop)")
+                time.sleep(delay)
+                delay = min(5.0, delay * 2)
+
+    def _worker(self, opts, slot, recycled, exit_now) -> Worker:
         conf = settings.QUEUEADMIN
-        worker = Worker(services.engine(), names, Processors(conf["PROCESSORS"]), name=name, burst=burst,
-                        heartbeat=conf["HEARTBEAT_SECONDS"], dead_after=conf["DEAD_AFTER_SECONDS"],
-                        aging_seconds=conf["AGING_SECONDS"], on_finish_many=services.record_many,
-                        report_in_background=True)
-        worker.work()
+        webhook_sender.start()  # in this process (a forked slot starts its own)
+        return Worker(services.engine(), launch.queue_names(opts), Processors(conf["PROCESSORS"]),
+                      name=launch.slot_name(opts, slot), on_finish_many=services.record_many, recycled=recycled,
+                      exit_now=exit_now, **launch.worker_options(opts, conf))
+
+
+class _Options:
+    """The command's options as attributes, like argparse's namespace."""
+
+    def __init__(self, options: dict):
+        self.__dict__.update(options)
+
+
+def _close_connections() -> None:
+    """No socket may be shared by forked children (or leak into an exec)."""
+    connections.close_all()
+    try:
+        services.redis_client().close()
+    except redis.RedisError:
+        pass
+    services.reset()

@@ -1,0 +1,133 @@
+"""An ASGI guard that refuses oversized request bodies before they are read.
+
+Django's ASGI handler reads a whole body (into memory or a temporary file)
+before any view or middleware sees the request, so a view cannot refuse an
+upload it does not want: by then it has arrived. This guard sits in front:
+
+* API paths (/api/...): a body from a client without a usable API token may
+  be at most API_ANON_MAX_BODY_BYTES (small); with one, API_MAX_BODY_BYTES.
+  The token is only looked up when the body needs more than the anonymous
+  allowance (a declared Content-Length above it, or a chunked body); an
+  unusable token then gets its 401 at once, without the body being read.
+* Every other path: at most API_MAX_BODY_BYTES (nothing bigger is ever useful).
+* A declared Content-Length over the cap is refused at once with 413; a
+  chunked body (no length) is counted as it arrives and refused with 413
+  when it grows past the cap. Refusals close the connection, so the server
+  stops receiving the rest.
+"""
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+from asgiref.sync import sync_to_async
+
+from .api.caps import cap
+
+
+BODY_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+def is_api(path: str) -> bool:
+    return path == "/api" or path.startswith("/api/")
+
+
+def _headers(scope) -> dict[bytes, list[bytes]]:
+    found: dict[bytes, list[bytes]] = {}
+    for name, value in scope.get("headers", []):
+        found.setdefault(name.lower(), []).append(value)
+    return found
+
+
+def declared_length(headers) -> int | None:
+    """The Content-Length, None without one; ValueError when it is not one number."""
+    values = {v.strip() for v in headers.get(b"content-length", [])}
+    if not values:
+        return None
+    if len(values) > 1 or not next(iter(values)).isdigit():
+        raise ValueError("bad Content-Length")
+    return int(next(iter(values)))
+
+
+def _usable_token(authorization: str) -> bool:
+    from . import auth
+
+    return auth.authenticate(SimpleNamespace(headers={"Authorization": authorization})) is not None
+
+
+async def refuse(send, status: int, code: str, message: str, api: bool, headers=()) -> None:
+    if api:
+        body, kind = json.dumps({"error": message, "code": code}).encode(), b"application/json"
+    else:
+        body, kind = (message + "\n").encode(), b"text/plain; charset=utf-8"
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", kind), (b"content-length", str(len(body)).encode()), (b"connection", b"close"),
+        *headers]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class BodyLimit:
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        api = is_api(scope.get("path", ""))
+        headers = _headers(scope)
+        try:
+            declared = declared_length(headers)
+        except ValueError:
+            return await refuse(send, 400, "invalid", "bad Content-Length header", api)
+        # no length: a chunked body (HTTP/1.1), or any body under HTTP/2; counted as it comes
+        unknown = declared is None and (b"transfer-encoding" in headers or scope.get("method") in BODY_METHODS)
+        limit = cap("API_MAX_BODY_BYTES")
+        if api:
+            limit = await self._api_limit(headers, declared, unknown, limit)
+            if limit is None:
+                return await refuse(send, 401, "unauthorized",
+                                    "missing or invalid API token (send 'Authorization: Bearer <key>')", api,
+                                    [(b"www-authenticate", b'Bearer realm="queueadmin"')])
+        if declared is not None and declared > limit:
+            return await refuse(send, 413, "body_too_large", f"body too large: at most {limit} bytes here", api)
+        await self._counted(scope, receive, send, limit, api)
+
+    async def _api_limit(self, headers, declared, unknown: bool, full: int) -> int | None:
+        """The cap for this API call; None when its token is unusable and the
+        body needs more than an anonymous caller may send."""
+        anonymous = cap("API_ANON_MAX_BODY_BYTES")
+        if not (unknown or (declared or 0) > anonymous):
+            return anonymous  # no body, or a small one: the view checks the token
+        authorization = headers.get(b"authorization")
+        if not authorization:
+            return anonymous
+        if await sync_to_async(_usable_token)(authorization[0].decode("latin-1")):
+            return full
+        return None
+
+    async def _counted(self, scope, receive, send, limit: int, api: bool) -> None:
+        received, started = 0, False
+
+        async def counted_receive():
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    raise BodyTooLarge
+            return message
+
+        async def tracked_send(message):
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted_receive, tracked_send)
+        except BodyTooLarge:
+            if not started:
+                await refuse(send, 413, "body_too_large", f"body too large: at most {limit} bytes here", api)

@@ -1,0 +1,167 @@
+"""How a worker claims work: one dispatch round trip (`cycle`) returns
+finished tokens, acknowledges outcomes and claims up to N tokens; `take` then
+takes one item per token. How many tokens to claim depends on the free slots
+of the executor and on the queue's items: fast ones (under FAST_ITEM on
+average) in batches worth BATCH_WINDOW of work, slow or async ones as many
+as there are free threads or tasks.
+
+A mixin of `Worker` (worker.py), which owns the state it uses.
+"""
+from __future__ import annotations
+
+import time
+
+from . import stats
+from .config import QueueConfig
+from .item import Item
+from .upkeep import PARK_IDLE_MS
+
+CONFIG_TTL = 2.0  # seconds a queue's settings are cached; admin changes apply this fast
+BATCH_WINDOW = 0.005  # seconds of work claimed per round trip for fast items (see batch_size)
+FAST_ITEM = 0.001  # items quicker than this on average run in batches on one thread
+FAST_JOBS = 2  # batches of fast items in flight at once (one runs while the next is claimed)
+MAX_BATCH = 32
+MAX_CLAIM = 64  # tokens claimed per round trip for slow or async items
+
+
+class Claiming:
+    def config(self, queue: str) -> QueueConfig:
+        now = time.monotonic()
+        cached = self._configs.get(queue)
+        if cached is None or now - cached[0] > CONFIG_TTL:
+            cached = (now, self.client.queue_config(queue))
+            self._configs[queue] = cached
+        return cached[1]
+
+    def batch_size(self, queue: str) -> int:
+        """Tokens to claim at once for fast items: as many as run in BATCH_WINDOW,
+        so fast handlers share round trips."""
+        avg = self._avg.get(queue)
+        if avg is None:
+            return 1
+        return max(1, min(MAX_BATCH, int(BATCH_WINDOW / max(avg, 1e-6))))
+
+    def _fast(self, queue: str) -> bool:
+        avg = self._avg.get(queue)
+        return avg is not None and avg < FAST_ITEM and not self._async_queue.get(queue)
+
+    def _want(self, queue: str) -> int:
+        """How many tokens of this queue the free slots can run now."""
+        ex = self.executor
+        if self._async_queue.get(queue):
+            return min(MAX_CLAIM, ex.tasks_free())
+        if self._fast(queue):
+            return self.batch_size(queue) if ex.fast_jobs() < FAST_JOBS and ex.threads_free() > 0 else 0
+        return min(MAX_CLAIM, ex.threads_free(), self.batch_size(queue) if queue not in self._avg else MAX_CLAIM)
+
+    def _claim_and_start(self) -> bool:
+        """Claim tokens (queues in order) until some yield items, and start
+        them; False when nothing could be claimed."""
+        for queue in self.queues:
+            for _ in range(20):
+                want = self._want(queue)
+                if want <= 0:
+                    break
+                tokens = self._cycle(queue, want)
+                if not tokens:
+                    break
+                items = self._take(queue, tokens)
+                if items:
+                    fast = self._fast(queue)
+                    self.executor.submit(items, fast, inline=fast and not self.executor.busy())
+                    return True
+        if self._acks or self._finishing or any(self._releases.values()):
+            self._flush()  # acknowledge and retire what finished before waiting
+        return False
+
+    def _cycle(self, queue: str, want: int) -> list[str]:
+        """One round trip: retire finished requests, pending acknowledgements,
+        every queue's token releases, throughput counts, and a claim of up to
+        `want` tokens."""
+        pipe = self.redis.pipeline(transaction=False)
+        retiring = list(self._finishing.items())
+        for rid, (q, dedup) in retiring:
+            qk = self.keys.queue(q)
+            self.scripts.pipe(pipe, "retire", [qk.tokens, qk.reqs, qk.held, qk.leases, qk.parked, qk.dedup, qk.sched,
+                                               qk.index, qk.lastserved], [rid, dedup])
+        acked = list(self._acks.items())
+        for rid, (q, fields) in acked:
+            cfg = self.config(q)
+            self.scripts.pipe(pipe, "ack", self.keys.request(rid).all(),
+                              [self.id, cfg.retention_ms, self.client.channel, *fields])
+        cycled = [q for q in self.queues if q == queue or self._releases[q]]
+        for q in cycled:
+            qk = self.keys.queue(q)
+            self.scripts.pipe(pipe, "cycle", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked, qk.wake,
+                                              qk.config, qk.lastserved],
+                              [self.id, self.config(q).lease_ms, want if q == queue else 0,
+                               1 if self.aging_ms else 0, self._live_workers, *self._releases[q]])
+        minute = int(time.time() // 60)
+        for q, (done, failed) in self._done.items():
+            tp = self.keys.throughput(q, minute)
+            pipe.hincrby(tp, "done", done)
+            pipe.hincrby(tp, "failed", failed)
+            pipe.expire(tp, 3600)
+        for q, figures in self._stats.items():
+            stats.record(pipe, self.keys, q, **figures)
+        answers = self.scripts.execute(pipe)[len(retiring):]
+        for item in self._acked:
+            self._held.pop(item.token, None)
+        self._acks, self._acked, self._done, self._finishing, self._stats = {}, [], {}, {}, {}
+        for q in cycled:
+            self._releases[q] = []
+        for (rid, (q, _)), answer in zip(acked, answers):
+            if int(answer[0]) == 1:
+                self._finished(q, rid, answer[3])
+        if retiring:
+            self.reporter.put([rid for rid, _ in retiring])
+        return answers[len(acked) + cycled.index(queue)] if queue in cycled else []
+
+    def _flush(self) -> None:
+        self._cycle(self.queues[0], 0)
+
+    def _take(self, queue: str, tokens: list[str]) -> list[Item]:
+        """Take one item per token (one script call per request); tokens left
+        without an item are parked or dropped at the next round trip."""
+        cfg = self.config(queue)
+        by_rid: dict[str, list[str]] = {}
+        for token in tokens:
+            by_rid.setdefault(token.rpartition("#")[0], []).append(token)
+        pipe = self.redis.pipeline(transaction=False)
+        for rid, toks in by_rid.items():
+            self.scripts.pipe(pipe, "take", self.keys.request(rid).all(),
+                              [self.id, cfg.lease_ms, cfg.max_attempts, cfg.retention_ms, self.client.channel,
+                               len(toks)])
+        order = {t: i for i, t in enumerate(tokens)}
+        items, releases = [], self._releases[queue]
+        for (rid, toks), got in zip(by_rid.items(), self.scripts.execute(pipe)):
+            if isinstance(got, int):  # NOT_FOUND: created a moment ago elsewhere, or long gone
+                later = int(time.time() * 1000) + 1000
+                for t in toks:
+                    releases += [t, "park", later]
+                self.upkeep.retire_if_stale(queue, rid)
+                continue
+            kind, wake_at, processor, dedup, own_limit, rest = (int(got[0]), int(got[1]), got[2], got[3], got[4],
+                                                                 got[5:])
+            limit = float(own_limit) if own_limit != "" else cfg.time_limit_seconds
+            for n in range(0, len(rest), 4):
+                token = toks[n // 4]
+                items.append(Item(queue, token, rid, rest[n], int(rest[n + 1]), rest[n + 2], int(rest[n + 3]),
+                                  processor, limit=limit))
+            if processor:
+                self._async_queue[queue] = self.executor.is_async(processor)
+            left = toks[len(rest) // 4:]
+            if kind == 4:
+                self._finished(queue, rid, dedup)
+            for t in left:
+                if kind == 2:  # in flight elsewhere or waiting to retry: come back then
+                    releases += [t, "park", wake_at]
+                elif kind == 3:  # streamed request waiting for items: `add` wakes it (or a
+                    # minute passes, in case the producer died between adding and waking)
+                    releases += [t, "park", int(time.time() * 1000) + PARK_IDLE_MS]
+                else:
+                    releases += [t, "drop", 0]
+        items.sort(key=lambda item: order[item.token])  # claim order: priority, then round-robin
+        for item in items:
+            self._held[item.token] = item
+        return items

@@ -1,0 +1,210 @@
+"""Starting workers fast: `manage.py queue_worker` comes here before Django
+is set up (see manage.py), so a worker serves its first item a fraction of a
+second after launch. The engine needs only the settings module's values;
+Django (request history, the database's queues, processors that apps
+register with `@processor` or as tasks) sets up on a thread beside it, and
+whatever needs it waits for it there.
+
+`--processes N` forks N children from a parent that has read the settings
+and opened no connection and no thread. The Django command
+(core/management/commands/queue_worker.py) shares the arguments and `serve`,
+for `call_command` and for queues only the database knows yet.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import logging.config
+import os
+import sys
+import threading
+import time
+from typing import Callable
+
+log = logging.getLogger("queueadmin.worker")
+
+HELP = "Process items of one or more queues (higher priority first)."
+RECYCLED_ENV = "QUEUEADMIN_RECYCLED"  # replacements of this process so far (set on re-exec)
+DJANGO_WAIT = 120.0  # seconds something that needs Django waits for its set-up
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--queues", default="default",
+                        help="comma-separated queue names, served in this order (default: default)")
+    parser.add_argument("--processes", type=int, default=1, help="worker processes to run (default 1)")
+    parser.add_argument("--threads", type=int, default=16,
+                        help="items of sync processors run at once per process, on threads (default 16)")
+    parser.add_argument("--async-tasks", type=int, default=100,
+                        help="items of async processors run at once per process (default 100)")
+    parser.add_argument("--time-limit-grace", type=float, default=5.0,
+                        help="seconds an item past its time limit gets to stop before its process is "
+                             "replaced (default 5)")
+    parser.add_argument("--max-items-per-process", type=int, default=0,
+                        help="replace a process after this many items (default 0: never)")
+    parser.add_argument("--max-memory-per-process", type=float, default=0, metavar="MB",
+                        help="replace a process whose memory passes this many MB (default 0: never)")
+    parser.add_argument("--burst", action="store_true", help="exit 0 once nothing is left to do")
+    parser.add_argument("--name", default="", help="a name shown in the dashboard")
+
+
+def problem(opts) -> str | None:
+    """What is wrong with the arguments, if anything."""
+    for flag in ("processes", "threads", "async_tasks"):
+        if getattr(opts, flag) < 1:
+            return f"--{flag.replace('_', '-')} must be at least 1"
+    for flag in ("time_limit_grace", "max_items_per_process", "max_memory_per_process"):
+        if not getattr(opts, flag) >= 0:
+            return f"--{flag.replace('_', '-')} must not be negative"
+    if not queue_names(opts):
+        return "no queue given (--queues)"
+    return None
+
+
+def queue_names(opts) -> list[str]:
+    return [q.strip() for q in opts.queues.split(",") if q.strip()]
+
+
+def serve(opts, make_worker: Callable[[int, int, Callable[[int], None]], object],
+          before_fork: Callable[[], None] = lambda: None) -> int:
+    """Run one worker here, or a pool of forked ones; returns the exit status.
+    `make_worker(slot, recycled, exit_now)` builds a slot's Worker. A single
+    worker that must be replaced re-executes itself (same pid)."""
+    from core.engine.pool import Pool
+    from core.engine.worker import RECYCLE
+
+    if opts.processes > 1:
+        before_fork()  # no socket may be shared by the children
+        return Pool(lambda slot, recycled: make_worker(slot, recycled, os._exit).work(), opts.processes,
+                    burst=opts.burst).run()
+    recycled = int(os.environ.get(RECYCLED_ENV, "0") or 0)
+    if make_worker(0, recycled, lambda code: _reexec(recycled)).work() == RECYCLE:
+        before_fork()
+        _reexec(recycled)
+    return 0
+
+
+def slot_name(opts, slot: int) -> str:
+    return f"{opts.name or 'slot'}{slot}" if opts.processes > 1 else opts.name
+
+
+def _reexec(recycled: int) -> None:
+    """Replace this process by a fresh one with the same pid and arguments."""
+    os.environ[RECYCLED_ENV] = str(recycled + 1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, *sys.argv])
+
+
+def worker_options(opts, conf: dict) -> dict:
+    """The Worker's keyword arguments from the command line and QUEUEADMIN."""
+    return dict(burst=opts.burst, heartbeat=conf["HEARTBEAT_SECONDS"], dead_after=conf["DEAD_AFTER_SECONDS"],
+                aging_seconds=conf["AGING_SECONDS"], report_in_background=True, threads=opts.threads,
+                async_tasks=opts.async_tasks, time_limit_grace=opts.time_limit_grace,
+                max_items=opts.max_items_per_process, max_memory_mb=opts.max_memory_per_process)
+
+
+# -- the fast path ---------------------------------------------------------------
+
+
+class DjangoSide:
+    """Django, set up on a thread while the worker already serves."""
+
+    def __init__(self, sync_queues: bool):
+        self.sync_queues, self.ready, self.services = sync_queues, threading.Event(), None
+
+    def start(self) -> "DjangoSide":
+        threading.Thread(target=self._setup, name="django-setup", daemon=True).start()
+        return self
+
+    def _setup(self) -> None:
+        try:
+            import django
+
+            django.setup()
+            from core import services
+
+            if self.sync_queues:
+                services.sync_queues()  # the database's queues reach Redis (admin edits do at once)
+            self.services = services
+            from core import webhook_sender
+
+            webhook_sender.start()  # webhook deliveries are sent from workers (core/webhook_sender.py)
+        except Exception:  # history and app processors wait; the engine keeps serving
+            log.exception("worker: Django could not be set up (request history is not recorded)")
+        finally:
+            self.ready.set()
+
+    def record_many(self, statuses: list[dict]) -> None:
+        """The reporter's thread writes history once Django is there."""
+        if self.ready.wait(DJANGO_WAIT) and self.services is not None:
+            self.services.record_many(statuses)
+
+    def processors(self) -> dict[str, str]:
+        self.ready.wait(DJANGO_WAIT)
+        from django.conf import settings
+
+        return settings.QUEUEADMIN["PROCESSORS"]
+
+
+def main(argv: list[str]) -> int | None:
+    """`manage.py queue_worker ...` without setting Django up first. None when
+    the full command must run instead (a queue only the database knows)."""
+    parser = argparse.ArgumentParser(prog="manage.py queue_worker", description=HELP)
+    add_arguments(parser)
+    opts = parser.parse_args(argv)
+    if (why := problem(opts)) is not None:
+        print(f"CommandError: {why}", file=sys.stderr)
+        return 1
+    settings = importlib.import_module(os.environ.setdefault("DJANGO_SETTINGS_MODULE", "queueadmin.settings"))
+    logging.config.dictConfig(settings.LOGGING)
+    logging.getLogger("queueadmin").setLevel(logging.INFO)
+    known = _queues_in_redis(settings)
+    names = queue_names(opts)
+    if any(q not in known for q in names):
+        return None  # the Django command syncs the database's queues, then decides
+    return serve(opts, lambda slot, recycled, exit_now: _fast_worker(settings, opts, slot, recycled, exit_now))
+
+
+def _connect(settings):
+    from core.engine.connection import connect
+
+    conf = settings.QUEUEADMIN
+    return connect(settings.REDIS_URL, cluster=getattr(settings, "REDIS_CLUSTER", False),
+                   wait_replicas=(conf.get("WAIT_REPLICAS", 0), conf.get("WAIT_TIMEOUT_MS", 1000)))
+
+
+def _queues_in_redis(settings) -> list[str]:
+    """The queues Redis knows; Redis trouble at start is waited out."""
+    import redis
+
+    from core.engine import errors
+    from core.engine.client import QueueClient
+
+    where = settings.REDIS_URL.rpartition("@")[2]
+    delay = 0.5
+    while True:
+        client = _connect(settings)
+        try:
+            return QueueClient(client, prefix=settings.QUEUEADMIN["PREFIX"]).queues()
+        except redis.RedisError as exc:
+            if errors.trouble(exc) is None:
+                raise SystemExit(f"CommandError: {errors.describe(exc, where)}")
+            print(f"{errors.describe(exc, where)}; retrying in {delay:g}s (Ctrl-C to stop)", file=sys.stderr)
+            time.sleep(delay)
+            delay = min(5.0, delay * 2)
+        finally:
+            client.close()  # before any fork: children open their own
+
+
+def _fast_worker(settings, opts, slot: int, recycled: int, exit_now):
+    from core.engine.client import QueueClient
+    from core.engine.processors import Processors
+    from core.engine.worker import Worker
+
+    conf = settings.QUEUEADMIN
+    django_side = DjangoSide(sync_queues=slot == 0).start()
+    client = QueueClient(_connect(settings), prefix=conf["PREFIX"], processors=conf["PROCESSORS"].keys())
+    return Worker(client, queue_names(opts), Processors(conf["PROCESSORS"], late=django_side.processors),
+                  name=slot_name(opts, slot), on_finish_many=django_side.record_many, recycled=recycled, exit_now=exit_now,
+                  **worker_options(opts, conf))

@@ -1,0 +1,180 @@
+"""What every page's reads share: the clients, paging, parsing helpers and
+the list of queues."""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+
+import redis as redis_lib
+
+from core import services
+
+META_FIELDS = ("total", "done", "failed", "expired", "priority", "state", "discarded", "processor")
+STUCK_GRACE_MS = 250  # a lease this far past its deadline with nobody on it is stuck
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def client():
+    return services.engine()
+
+
+def rdb():
+    return services.engine().redis
+
+
+def keys():
+    return services.engine().keys
+
+
+# -- pagination ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of `total` rows; shared by every list, Redis- or DB-backed."""
+
+    number: int
+    size: int
+    total: int
+
+    @classmethod
+    def of(cls, page, total: int, size: int = 50) -> "Page":
+        try:
+            number = int(page)
+        except (TypeError, ValueError):
+            number = 1
+        pages = max(1, math.ceil(total / size))
+        return cls(min(max(1, number), pages), size, total)
+
+    @property
+    def pages(self) -> int:
+        return max(1, math.ceil(self.total / self.size))
+
+    @property
+    def start(self) -> int:
+        return (self.number - 1) * self.size
+
+    @property
+    def stop(self) -> int:
+        return min(self.total, self.start + self.size)
+
+    @property
+    def has_prev(self) -> bool:
+        return self.number > 1
+
+    @property
+    def has_next(self) -> bool:
+        return self.number < self.pages
+
+    def window(self, width: int = 2) -> list[int | None]:
+        """Page numbers to link, with None for a gap: 1 … 4 5 [6] 7 8 … 20."""
+        shown = {1, self.pages, *range(self.number - width, self.number + width + 1)}
+        out, last = [], 0
+        for n in sorted(x for x in shown if 1 <= x <= self.pages):
+            if n - last > 1:
+                out.append(None)
+            out.append(n)
+            last = n
+        return out
+
+    def slice(self, rows):
+        return rows[self.start:self.stop]
+
+
+# -- queues -----------------------------------------------------------------------
+
+
+def queue_names() -> list[str]:
+    """Queues Redis knows, after pushing any configured only in the database
+    (a fresh install before any worker ran); one indexed query."""
+    from core.models import Queue
+
+    names = client().queues()
+    known = set(names)
+    missing = [q for q in Queue.objects.exclude(name__in=names)] if names else list(Queue.objects.all())
+    for q in missing:
+        if q.name not in known:
+            client().define_queue(q.name, q.to_config())
+            names.append(q.name)
+    return sorted(names)
+
+
+def _bulk_meta(index_key: str, request_key) -> list[tuple[str, dict]]:
+    """(id, counters) of every request in a queue's index zset, in one command."""
+    r = rdb()
+    sample = request_key("*")
+    gets = ["#"] + [f"{sample}->{f}" for f in META_FIELDS]
+    try:
+        flat = r.sort(index_key, by="nosort", get=gets)
+    except redis_lib.RedisError:  # Redis Cluster: no GET across slots (CROSSSLOT)
+        rids = r.zrange(index_key, 0, -1)
+        pipe = r.pipeline(transaction=False)
+        for rid in rids:
+            pipe.hmget(request_key(rid), *META_FIELDS)
+        flat = []
+        for rid, values in zip(rids, pipe.execute()):
+            flat.append(rid)
+            flat.extend(values)
+    width = len(gets)
+    out = []
+    for i in range(0, len(flat), width):
+        row = flat[i:i + width]
+        if row[0] is None or row[1] is None:  # meta gone (cleaned up meanwhile)
+            continue
+        out.append((row[0], dict(zip(META_FIELDS, row[1:]))))
+    return out
+
+
+def _float_or(v, default: float) -> float:
+    """A float from Redis text, or `default` when absent or unreadable."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return default
+    return f if f == f and f not in (float("inf"), float("-inf")) else default
+
+
+def _int(v) -> int:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return 0
+
+
+# -- helpers -----------------------------------------------------------------------
+
+
+def _loads(raw, default=None):
+    if not raw:
+        return {} if default is None else default
+    try:
+        return json.loads(raw)
+    except (TypeError, ValueError):
+        return {"status": "corrupt", "error": "unreadable record in Redis"} if default is None else default
+
+
+def _payload(raw):
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except (TypeError, ValueError):
+        return raw
+
+
+def _duration(rec: dict):
+    s, f = rec.get("started_at"), rec.get("finished_at")
+    try:
+        return max(0.0, float(f) - float(s)) if s and f else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _stream_id(eid: str) -> tuple[int, int]:
+    a, _, b = (eid or "0-0").partition("-")
+    return _int(a), _int(b)

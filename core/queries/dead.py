@@ -1,0 +1,139 @@
+"""The dead-letters page, paged inside Redis.
+
+Order: newest request first (request ids sort by creation time), then item
+index as a number (#2 before #10). A request's dead letters are the members
+of its `dead` ZSET (entry ids) scored by item index, so a page is a rank
+range of a few ZSETs: the page costs one ZCARD per candidate request (in one
+pipeline) plus reads for the rows shown, however many dead letters there
+are. Dead letters written before the ZSET was scored by index are scored by
+the time they died (a far larger number): they follow the others of their
+request, oldest first.
+
+Candidate requests: the live requests of the queue(s) with failures (one
+SORT over each queue's index) and the finished ones with failures still in
+Redis (from the database's history, newest 2,000).
+"""
+from __future__ import annotations
+
+import redis as redis_lib
+
+from core.engine.reads import parse_item
+
+from .base import Page, _int, _loads, _payload, client, keys, queue_names, rdb
+
+LEGACY_SCORE = 10**11  # scores above this are times in ms (before dead letters were scored by index)
+HISTORY_CANDIDATES = 2000
+
+
+def _live_failed(queue: str) -> list[str]:
+    """Live requests of a queue with failed items not all discarded: one SORT."""
+    r, k = rdb(), keys()
+    index = k.queue(queue).index
+    sample = k.request("*").meta
+    try:
+        flat = r.sort(index, by="nosort", get=["#", f"{sample}->failed", f"{sample}->discarded"])
+    except redis_lib.RedisError:  # Redis Cluster: no GET across slots (CROSSSLOT)
+        rids = r.zrange(index, 0, -1)
+        pipe = r.pipeline(transaction=False)
+        for rid in rids:
+            pipe.hmget(k.request(rid).meta, "failed", "discarded")
+        flat = [v for rid, pair in zip(rids, pipe.execute()) for v in (rid, *pair)]
+    return [flat[i] for i in range(0, len(flat), 3)
+            if flat[i] and _int(flat[i + 1]) - _int(flat[i + 2]) > 0]
+
+
+def candidates(queue: str | None = None, request: str | None = None) -> dict[str, str]:
+    """Requests that may have dead letters: id -> queue."""
+    from core.models import RequestRecord
+
+    if request:
+        name = rdb().hget(keys().request(request).meta, "queue")
+        return {request: name} if name else {}
+    found: dict[str, str] = {}
+    for name in ([queue] if queue else queue_names()):
+        for rid in _live_failed(name):
+            found[rid] = name
+    qs = RequestRecord.objects.filter(failed__gt=0)
+    if queue:
+        qs = qs.filter(queue=queue)
+    for rid, name in qs.order_by("-created_at").values_list("id", "queue")[:HISTORY_CANDIDATES]:
+        found.setdefault(rid, name)
+    return found
+
+
+def _counted(found: dict[str, str]) -> list[tuple[str, int]]:
+    """(request id, dead letters) newest request first, those with none left out."""
+    rids = sorted(found, reverse=True)
+    pipe = rdb().pipeline(transaction=False)
+    for rid in rids:
+        pipe.zcard(keys().request(rid).dead)
+    return [(rid, n) for rid, n in zip(rids, pipe.execute()) if n]
+
+
+def _window(counts: list[tuple[str, int]], start: int, stop: int) -> list[tuple[str, int, int]]:
+    """The rank ranges (request, first, last) that rows start..stop-1 of the
+    concatenated per-request lists fall in."""
+    out, offset = [], 0
+    for rid, n in counts:
+        lo, hi = max(start, offset), min(stop, offset + n)
+        if lo < hi:
+            out.append((rid, lo - offset, hi - offset - 1))
+        offset += n
+        if offset >= stop:
+            break
+    return out
+
+
+def dead_page(queue: str | None = None, request: str | None = None, page=1, size: int = 50) -> dict:
+    """One page of dead letters: {"rows", "pg", "count"}."""
+    found = candidates(queue, request)
+    counts = _counted(found) if found else []
+    pg = Page.of(page, sum(n for _, n in counts), size)
+    window = _window(counts, pg.start, pg.stop) if pg.total else []
+    rows = _rows(window, found)
+    return {"rows": rows, "pg": pg, "count": pg.total}
+
+
+def _rows(window: list[tuple[str, int, int]], found: dict[str, str]) -> list[dict]:
+    if not window:
+        return []
+    r, k = rdb(), keys()
+    pipe = r.pipeline(transaction=False)
+    for rid, lo, hi in window:
+        pipe.zrange(k.request(rid).dead, lo, hi, withscores=True)
+        pipe.hmget(k.request(rid).meta, "processor", "state")
+    answers = pipe.execute()
+    picked = []  # (rid, entry id, score, processor, state)
+    for i, (rid, _, _) in enumerate(window):
+        processor, state = answers[2 * i + 1]
+        picked += [(rid, eid, score, processor or "", state or "") for eid, score in answers[2 * i]]
+    eng = client()
+    pipe = r.pipeline(transaction=False)
+    for rid, eid, *_ in picked:
+        eng.pipe_item(pipe, rid, eid)  # a stream's entry or a lean request's item
+    entries = [parse_item(a) for a in eng.scripts.execute(pipe)] if picked else []
+    pipe = r.pipeline(transaction=False)
+    for (rid, *_), e in zip(picked, entries):
+        pipe.hget(k.request(rid).results, e["index"] if e else -1)
+    records = pipe.execute()
+    out = []
+    for (rid, eid, score, processor, state), e, raw in zip(picked, entries, records):
+        fields = {"i": e["index"], "p": e["payload"]} if e else {}
+        rec = _loads(raw)
+        dead_at = score / 1000 if score > LEGACY_SCORE else rec.get("finished_at")
+        out.append({"request": rid, "queue": found.get(rid, ""), "processor": processor, "request_state": state,
+                    "entry": eid, "index": _int(fields.get("i")) if fields else None,
+                    "payload": _payload(fields.get("p")), "dead_at": dead_at,
+                    "error": rec.get("error") or "", "traceback": rec.get("traceback") or "",
+                    "attempts": rec.get("attempts"), "worker": rec.get("worker", "")})
+    return out
+
+
+def dead_pairs(queue: str | None = None, request: str | None = None) -> list[tuple[str, str]]:
+    """Every (request id, entry id) matching the filter, ids only (for "all" actions)."""
+    found = candidates(queue, request)
+    rids = sorted(found, reverse=True)
+    pipe = rdb().pipeline(transaction=False)
+    for rid in rids:
+        pipe.zrange(keys().request(rid).dead, 0, -1)
+    return [(rid, eid) for rid, eids in zip(rids, pipe.execute()) for eid in eids]

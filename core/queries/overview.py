@@ -1,0 +1,151 @@
+"""The overview and queues pages: per-queue depth, in flight, dead letters
+and throughput, a handful of round trips whatever the number of requests."""
+from __future__ import annotations
+
+import time
+
+import redis as redis_lib
+
+from core.engine.client import TERMINAL
+
+from .base import _int, keys, queue_names, rdb
+from .workers import workers
+
+THROUGHPUT_MINUTES = 15
+
+
+OVERVIEW_FIELDS = ("total", "done", "failed", "priority", "state", "discarded")
+
+
+def _queue_counters(index_key: str, request_key) -> list:
+    """Flat [total, done, failed, priority, state, discarded, ...] of every live request of
+    a queue: one SORT with GETs (no per-request round trips, no ids needed)."""
+    r = rdb()
+    sample = request_key("*")
+    try:
+        return r.sort(index_key, by="nosort", get=[f"{sample}->{f}" for f in OVERVIEW_FIELDS])
+    except redis_lib.RedisError:  # Redis Cluster: no GET across slots (CROSSSLOT)
+        pipe = r.pipeline(transaction=False)
+        for rid in r.zrange(index_key, 0, -1):
+            pipe.hmget(request_key(rid), *OVERVIEW_FIELDS)
+        return [v for values in pipe.execute() for v in values]
+
+
+def queue_overview(name: str, held_tokens: list[str], config: dict) -> dict:
+    """Depth by priority = items not finished, minus one per held token (an
+    item in flight), by the request's priority. Dead letters of live requests
+    = their failed count minus the discarded ones."""
+    r, k = rdb(), keys()
+    qk = k.queue(name)
+    flat = _queue_counters(qk.index, lambda rid: k.request(rid).meta)
+    by_priority: dict[int, int] = {}
+    scheduled = failed_live = running = queued = sched_requests = 0
+    terminal = set(TERMINAL)
+    for total, done, failed, prio, state, discarded in zip(flat[0::6], flat[1::6], flat[2::6], flat[3::6],
+                                                          flat[4::6], flat[5::6]):
+        if state is None or state in terminal:
+            continue
+        if state == "scheduled":
+            scheduled += int(total or 0)
+            sched_requests += 1
+            continue
+        left = int(total or 0) - int(done or 0) - int(failed or 0)
+        if failed and failed != "0":
+            failed_live += int(failed) - int(discarded or 0)
+        if left > 0:
+            p = int(prio or 0)
+            by_priority[p] = by_priority.get(p, 0) + left
+        if state == "running":
+            running += 1
+        else:
+            queued += 1
+    in_flight = len(held_tokens)
+    if held_tokens:
+        rids = list({t.rpartition("#")[0] for t in held_tokens})
+        prio_of = dict(zip(rids, r.hmget(qk.reqs, rids)))
+        for t in held_tokens:
+            v = prio_of.get(t.rpartition("#")[0])
+            if v:
+                p = int(v.split("|")[0])
+                if by_priority.get(p):
+                    by_priority[p] -= 1
+    by_priority = {p: n for p, n in by_priority.items() if n > 0}
+    return {
+        "name": name,
+        "paused": config.get("paused") in ("1", "True", "true"),
+        "config": config,
+        "requests": running + queued,
+        "running_requests": running,
+        "queued_requests": queued,
+        "scheduled_requests": sched_requests,
+        "depth": sum(by_priority.values()),
+        "depth_by_priority": sorted(by_priority.items(), reverse=True),
+        "in_flight": in_flight,
+        "scheduled": scheduled,
+        "dead": failed_live,
+    }
+
+
+def overview() -> dict:
+    """Everything the overview page shows, in a handful of round trips."""
+    r, k = rdb(), keys()
+    names = queue_names()
+    minute = int(time.time() // 60)
+    minutes = list(range(minute - THROUGHPUT_MINUTES + 1, minute + 1))
+    pipe = r.pipeline(transaction=False)
+    for name in names:
+        qk = k.queue(name)
+        pipe.hgetall(qk.config)
+        pipe.hkeys(qk.held)
+        for m in minutes:
+            pipe.hmget(k.throughput(name, m), "done", "failed")
+    answers = iter(pipe.execute())
+    queues = []
+    totals = {"depth": 0, "in_flight": 0, "scheduled": 0, "dead": 0, "requests": 0}
+    tp_all = [[0, 0] for _ in minutes]
+    for name in names:
+        config = next(answers)
+        held_tokens = next(answers)  # "rid#k" tokens held by workers: one item in flight each
+        tp = [next(answers) for _ in minutes]
+        q = queue_overview(name, held_tokens, config)
+        q["throughput"] = [(_int(d), _int(f)) for d, f in tp]
+        q["throughput_last"] = sum(d + f for d, f in q["throughput"][-5:])
+        for i, (d, f) in enumerate(q["throughput"]):
+            tp_all[i][0] += d
+            tp_all[i][1] += f
+        for key in totals:
+            totals[key] += q[key]
+        queues.append(q)
+    _add_finished_dead(queues, totals)
+    live = [w for w in workers() if w["live"]]
+    return {
+        "queues": queues, "totals": totals, "throughput": [tuple(x) for x in tp_all],
+        "throughput_minutes": minutes, "workers_live": len(live),
+        "workers_busy": sum(1 for w in live if w["current"]),
+        "generated_at": time.time(),
+    }
+
+
+def _add_finished_dead(queues: list[dict], totals: dict) -> None:
+    """Dead letters of finished requests still retained in Redis (from the DB's
+    history: recent requests with failures), counted with one pipelined ZCARD."""
+    from core.models import RequestRecord
+
+    by_name = {q["name"]: q for q in queues}
+    rows = list(RequestRecord.objects.filter(failed__gt=0, state__in=TERMINAL)
+                .order_by("-created_at").values_list("id", "queue")[:2000])
+    if not rows:
+        return
+    pipe = rdb().pipeline(transaction=False)
+    for rid, _ in rows:
+        pipe.zcard(keys().request(rid).dead)
+    for (rid, queue), n in zip(rows, pipe.execute()):
+        if n and queue in by_name:
+            by_name[queue]["dead"] += n
+            totals["dead"] += n
+
+
+def queues_detail() -> list[dict]:
+    """Queue configuration as Redis has it (what workers read), with live counts."""
+    data = overview()
+    return data["queues"]

@@ -1,0 +1,261 @@
+"""Limits and lifetimes of the dashboard's WebSockets (see core.consumers).
+
+* Topics: a socket watches one topic, named in its URL, and it must be one
+  of the exact forms the pages use (below), with a known queue, a
+  well-formed request id, a page number. Anything else is refused.
+* Caps: at most `MAX_SOCKETS_PER_SESSION` open sockets per session (per
+  signed-in user without a session), at most `MAX_TOPICS` distinct topics
+  per process (each distinct topic is a render on every update), a socket
+  may send at most `MESSAGE_BURST` messages at once and one a second after
+  that, and `refresh` is served at most once per `REFRESH_INTERVAL`.
+* Lifetime: a socket closes when its session ends: at once on logout (the
+  `user_logged_out` signal) and when its user is saved (a password change
+  invalidates the other sessions, an account deactivated or no longer
+  staff), and in any case at the next check of every open session, every
+  `SESSION_CHECK_SECONDS` (which covers a logout served by another process,
+  an expired or deleted session).
+
+Close codes (the browser sees them in its close event; static/qa/app.js
+reloads the page on 4401). The caps count per server process.
+  4400  not a topic a page uses
+  4401  the session ended (logged out, password changed, expired)
+  4403  not signed in as active staff (refused at the handshake: the
+        browser sees a failed connection)
+  4429  too many: sockets for this session, topics in this process, or
+        messages on this socket
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import threading
+import time
+from importlib import import_module
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.signals import user_logged_out
+from django.db import close_old_connections, transaction
+from django.db.models.signals import post_delete, post_save
+
+log = logging.getLogger("queueadmin.relay")
+
+CLOSE_BAD_TOPIC = 4400
+CLOSE_SESSION_ENDED = 4401
+CLOSE_FORBIDDEN = 4403
+CLOSE_TOO_MANY = 4429
+
+MAX_SOCKETS_PER_SESSION = 8
+MAX_TOPICS = 200
+MAX_ROWS = 50  # ids in a "rows:" topic: one page of the requests list
+MAX_MESSAGE_BYTES = 1024
+MESSAGE_BURST = 10
+REFRESH_INTERVAL = 1.0
+SESSION_CHECK_SECONDS = 5.0
+
+_RID = r"[0-9A-Za-z_-]{1,32}"
+_ENTRY = r"\d{1,20}-\d{1,20}"
+_QUEUE = r"[A-Za-z0-9._-]{0,64}"
+_PAGE = r"[1-9]\d{0,5}"
+FORMS = {
+    "overview": re.compile(r"overview"),
+    "workers": re.compile(r"workers"),
+    "queues": re.compile(r"queues"),
+    "request": re.compile(rf"request:{_RID}:(?:\$|{_ENTRY})?:(?:{_ENTRY})?"),
+    "rows": re.compile(rf"rows:{_RID}(?:,{_RID}){{0,{MAX_ROWS - 1}}}"),
+    "inflight": re.compile(rf"inflight:(?P<queue>{_QUEUE}):[01]:{_PAGE}"),
+    "dead": re.compile(rf"dead:(?P<queue>{_QUEUE}):(?:{_RID})?:{_PAGE}"),
+    "scheduled": re.compile(rf"scheduled:{_PAGE}"),
+}
+
+
+def topic_ok(topic: str, queues) -> bool:
+    """Is `topic` exactly a form a page uses, naming a queue in `queues` (if any)?"""
+    if not isinstance(topic, str) or len(topic) > 2000:
+        return False
+    form = FORMS.get(topic.partition(":")[0])
+    m = form.fullmatch(topic) if form else None
+    if m is None:
+        return False
+    if topic.startswith("rows:"):
+        ids = topic[5:].split(",")
+        return len(set(ids)) == len(ids)
+    queue = m.groupdict().get("queue")
+    return not queue or queue in queues
+
+
+class Bucket:
+    """A token bucket: `burst` at once, then `rate` a second."""
+
+    def __init__(self, rate: float, burst: float):
+        self.rate, self.burst = rate, burst
+        self.level, self.at = burst, time.monotonic()
+
+    def _refill(self) -> None:
+        now = time.monotonic()
+        self.level = min(self.burst, self.level + (now - self.at) * self.rate)
+        self.at = now
+
+    def take(self, amount: float = 1.0) -> bool:
+        """Take `amount` if there is that much; False (nothing taken) otherwise."""
+        self._refill()
+        if self.level < amount:
+            return False
+        self.level -= amount
+        return True
+
+    def spend(self, amount: float) -> None:
+        """Take `amount` whatever is left (the level may go below zero)."""
+        self._refill()
+        self.level -= amount
+
+    def wait(self) -> float:
+        """Seconds until the level is above zero again."""
+        self._refill()
+        return 0.0 if self.level > 0 else -self.level / self.rate + 0.001
+
+
+# -- who is connected -----------------------------------------------------------
+
+
+class Registry:
+    """The open sockets of this process, by session and by user. Read and
+    changed from event loops and from signal handlers (other threads)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.by_session: dict[str, set] = {}
+        self.checkers: dict[asyncio.AbstractEventLoop, asyncio.Task] = {}
+
+    def admit(self, consumer) -> bool:
+        with self.lock:
+            members = self.by_session.setdefault(consumer.session_id, set())
+            if len(members) >= MAX_SOCKETS_PER_SESSION:
+                return False
+            members.add(consumer)
+        self._ensure_checker(consumer.loop)
+        return True
+
+    def leave(self, consumer) -> None:
+        with self.lock:
+            members = self.by_session.get(consumer.session_id)
+            if members is not None:
+                members.discard(consumer)
+                if not members:
+                    del self.by_session[consumer.session_id]
+
+    def count(self, session_id: str) -> int:
+        with self.lock:
+            return len(self.by_session.get(session_id, ()))
+
+    def of(self, match) -> list:
+        with self.lock:
+            return [c for members in self.by_session.values() for c in members if match(c)]
+
+    # -- closing, from any thread -------------------------------------------
+
+    def close(self, consumers, code: int) -> None:
+        for c in consumers:
+            c.loop.call_soon_threadsafe(_close_soon, c, code)
+
+    def recheck(self, consumers) -> None:
+        by_loop: dict = {}
+        for c in consumers:
+            by_loop.setdefault(c.loop, []).append(c)
+        for loop, members in by_loop.items():
+            loop.call_soon_threadsafe(lambda members=members: asyncio.ensure_future(check(members)))
+
+    # -- the periodic check, one task per event loop --------------------------
+
+    def _ensure_checker(self, loop) -> None:
+        task = self.checkers.get(loop)
+        if task is None or task.done():
+            self.checkers[loop] = loop.create_task(self._check_forever(loop), name="sockets-session-check")
+
+    async def _check_forever(self, loop) -> None:
+        try:
+            while True:
+                await asyncio.sleep(SESSION_CHECK_SECONDS)
+                members = self.of(lambda c: c.loop is loop)
+                if not members:
+                    return
+                await check(members)
+        finally:
+            if self.checkers.get(loop) is asyncio.current_task():
+                del self.checkers[loop]
+
+
+sockets = Registry()
+
+
+def _close_soon(consumer, code: int) -> None:
+    asyncio.ensure_future(consumer.end(code))
+
+
+async def check(consumers) -> None:
+    """Close the sockets whose session ended; each session is checked once."""
+    groups: dict[tuple, list] = {}
+    for c in consumers:
+        groups.setdefault((c.session_key, c.user_id), []).append(c)
+    for (key, uid), members in groups.items():
+        try:
+            ok = await sync_to_async(session_valid, thread_sensitive=False)(key, uid)
+        except Exception:  # the database is away: keep the sockets, check again later
+            log.warning("sockets: could not check a session", exc_info=True)
+            continue
+        if not ok:
+            for c in members:
+                await c.end(CLOSE_SESSION_ENDED)
+
+
+class _Request:
+    def __init__(self, session):
+        self.session = session
+
+
+def session_valid(session_key: str | None, user_id) -> bool:
+    """Does the session still sign in this user, as active staff? The same
+    test as for an HTTP request (`auth.get_user`: the session exists, has
+    not expired, and its password hash still matches the user's)."""
+    from django.contrib.auth import get_user
+
+    close_old_connections()
+    try:
+        if session_key:
+            store = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
+            user = get_user(_Request(store))
+        else:  # no session (a test's scope): the user must still exist and be allowed in
+            user = get_user_model().objects.filter(pk=user_id).first()
+        return bool(user is not None and user.is_authenticated and user.pk == user_id and user.is_active
+                    and user.is_staff)
+    finally:
+        close_old_connections()
+
+
+# -- signals: end sockets at once ---------------------------------------------------
+
+
+def _on_logout(sender, request=None, user=None, **kwargs) -> None:
+    session = getattr(request, "session", None)
+    key = getattr(session, "session_key", None)
+    if key:
+        sockets.close(sockets.of(lambda c: c.session_key == key), CLOSE_SESSION_ENDED)
+
+
+def _on_user_saved(sender, instance=None, **kwargs) -> None:
+    pk = getattr(instance, "pk", None)
+    if pk is not None and sockets.by_session:
+        transaction.on_commit(lambda: sockets.recheck(sockets.of(lambda c: c.user_id == pk)))
+
+
+def _on_user_deleted(sender, instance=None, **kwargs) -> None:
+    pk = getattr(instance, "pk", None)
+    if pk is not None and sockets.by_session:
+        sockets.close(sockets.of(lambda c: c.user_id == pk), CLOSE_SESSION_ENDED)
+
+
+user_logged_out.connect(_on_logout, dispatch_uid="queueadmin.sockets.logout")
+post_save.connect(_on_user_saved, sender=settings.AUTH_USER_MODEL, dispatch_uid="queueadmin.sockets.user_saved")
+post_delete.connect(_on_user_deleted, sender=settings.AUTH_USER_MODEL, dispatch_uid="queueadmin.sockets.user_deleted")
