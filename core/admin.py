@@ -24,6 +24,7 @@ from django.utils.html import format_html
 
 from . import auth, services
 from . import periodic as periodic_web
+from .engine import ratelimit
 from .engine.client import QueueError
 from .engine.config import QueueConfig
 from .models import ApiToken, PeriodicRequest, Queue, RequestRecord
@@ -44,6 +45,12 @@ class QueueForm(forms.ModelForm):
     class Meta:
         model = Queue
         fields = "__all__"
+
+    def clean_rate_limit(self):
+        try:
+            return ratelimit.canonical(self.cleaned_data.get("rate_limit"))  # stored as `20/s`, whatever was typed
+        except ratelimit.RateLimitError as exc:
+            raise ValidationError(str(exc)) from None
 
     def clean(self):
         data = super().clean()
@@ -67,13 +74,14 @@ class QueueForm(forms.ModelForm):
 class QueueAdmin(admin.ModelAdmin):
     form = QueueForm
     list_display = ("name", "paused", "priority", "concurrency", "lease_seconds", "time_limit_seconds",
-                    "max_attempts", "retention_seconds", "waiting", "in_flight", "workers_see")
+                    "rate_limit", "max_attempts", "retention_seconds", "waiting", "in_flight", "workers_see")
     list_filter = ("paused",)
     search_fields = ("name",)
     actions = ("pause_queues", "resume_queues")
     fieldsets = (
         (None, {"fields": ("name", "paused")}),
         ("Request defaults", {"fields": ("priority", "concurrency")}),
+        ("Throughput", {"fields": ("rate_limit",)}),
         ("Delivery and retries", {"fields": ("lease_seconds", "time_limit_seconds", "max_attempts",
                                              "backoff_seconds", "backoff_max_seconds")}),
         ("Retention", {"fields": ("retention_seconds",)}),

@@ -8,6 +8,7 @@ from django import forms
 from django.conf import settings
 from django.utils import timezone
 
+from core.engine import ratelimit
 from core.engine.config import MAX_CONCURRENCY
 from core.engine.errors import QueueError
 from core.engine.limits import MAX_DEDUP_KEY_CHARS, check_item, check_text
@@ -52,6 +53,10 @@ class SubmitForm(forms.Form):
                                                                           "step": "any"}),
                                           help_text="An item running longer is stopped (a failed attempt). "
                                                     "0: no limit. Empty: the queue's.")
+    rate_limit = forms.CharField(required=False, max_length=32, label="Rate limit",
+                                 widget=forms.TextInput(attrs={"placeholder": "none, e.g. 20/s"}),
+                                 help_text="At most this many of its items start in any window, across all "
+                                           "workers: 20/s, 600/min, 10000/h.")
     dedup_key = forms.CharField(required=False, max_length=MAX_DEDUP_KEY_CHARS, label="De-dup key",
                                 help_text="Empty: a hash of processor and items.")
     callback_url = forms.CharField(required=False, max_length=2000, label="Callback URL (webhook)",
@@ -84,6 +89,12 @@ class SubmitForm(forms.Form):
         if problem:
             raise forms.ValidationError(problem)
         return url or None
+
+    def clean_rate_limit(self):
+        try:
+            return ratelimit.canonical(self.cleaned_data.get("rate_limit"))
+        except ratelimit.RateLimitError as exc:
+            raise forms.ValidationError(str(exc)) from None
 
     def clean_upload(self):
         f = self.cleaned_data.get("upload")

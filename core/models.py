@@ -7,13 +7,22 @@ import hashlib
 import secrets
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.utils import timezone
 
+from core.engine import ratelimit
 from core.engine.config import MAX_CONCURRENCY, QueueConfig
 
 _DEFAULTS = QueueConfig()
+
+
+def validate_rate_limit(value: str) -> None:
+    try:
+        ratelimit.parse(value)
+    except ratelimit.RateLimitError as exc:
+        raise ValidationError(str(exc)) from None
 
 
 class Queue(models.Model):
@@ -37,6 +46,10 @@ class Queue(models.Model):
     time_limit_seconds = models.FloatField(
         default=_DEFAULTS.time_limit_seconds, validators=[MinValueValidator(0)],
         help_text="An item running longer than this is stopped and counts as a failed attempt (0 = no limit).")
+    rate_limit = models.CharField(
+        max_length=32, blank=True, default="", validators=[validate_rate_limit],
+        help_text="At most this many items of the queue start in any window, across all workers: "
+                  "20/s, 600/min, 10000/h, 5/10s. Empty: no limit.")
 
     class Meta:
         ordering = ["name"]
@@ -48,7 +61,8 @@ class Queue(models.Model):
         return QueueConfig(priority=self.priority, concurrency=self.concurrency, lease_seconds=self.lease_seconds,
                            max_attempts=self.max_attempts, backoff_seconds=self.backoff_seconds,
                            backoff_max_seconds=self.backoff_max_seconds, retention_seconds=self.retention_seconds,
-                           paused=self.paused, time_limit_seconds=self.time_limit_seconds)
+                           paused=self.paused, time_limit_seconds=self.time_limit_seconds,
+                           rate_limit=ratelimit.canonical(self.rate_limit))
 
 
 class RequestRecord(models.Model):

@@ -29,6 +29,7 @@ from django.apps import apps
 from django.db import close_old_connections, transaction
 from django.utils import timezone as dj_timezone
 
+from core.engine import ratelimit
 from core.engine.processors import MAX_NAME, ProcessorError, catalog
 
 try:  # Django 6: the framework is built in
@@ -131,7 +132,8 @@ def _payload(task: Task, args, kwargs) -> dict:
 
 
 def _submit(task: Task, payloads: list[dict], *, priority: int, run_after: datetime | None = None,
-            concurrency: int | None = None, dedup_key: str | None = None, then: dict | None = None):
+            concurrency: int | None = None, dedup_key: str | None = None, then: dict | None = None,
+            rate_limit: str | None = None):
     from core import services
 
     name = processor_name(task)
@@ -141,7 +143,7 @@ def _submit(task: Task, payloads: list[dict], *, priority: int, run_after: datet
     delay = max(0.0, (run_after - dj_timezone.now()).total_seconds()) if run_after else 0
     return services.submit(task.queue_name, name, payloads, priority=engine_priority(priority),
                            concurrency=concurrency, delay=delay, dedup_key=dedup_key, dedup=dedup_key is not None,
-                           then=then)
+                           then=then, rate_limit=rate_limit)
 
 
 @dataclass
@@ -155,7 +157,7 @@ class Batch:
 
 
 def enqueue_many(task: Task, calls: Iterable, *, priority: int | None = None, concurrency: int | None = None,
-                 dedup_key: str | None = None, then: dict | None = None) -> Batch:
+                 dedup_key: str | None = None, then: dict | None = None, rate_limit: str | None = None) -> Batch:
     """Submit one request of many items of the same task (one item per call),
     shown as one request with progress. Each call is `(args, kwargs)` (a
     2-tuple of a list/tuple and a dict), a list or tuple of positional
@@ -163,7 +165,9 @@ def enqueue_many(task: Task, calls: Iterable, *, priority: int | None = None, co
     (default: the task's); `concurrency` caps the items run at once;
     `dedup_key` returns the pending request with that key instead of a new one.
     `then` names a processor to follow the request when it finishes
-    (README "Chained requests"): its items are the task's return values."""
+    (README "Chained requests"): its items are the task's return values.
+    `rate_limit` (`20/s`, `600/min`, ...) caps how many of its items start in
+    any such window, across all workers (README "Rate limits")."""
     backend = task.get_backend()
     if not isinstance(backend, QueueadminBackend):
         raise InvalidTask(f"task {task.module_path} does not use the queueadmin backend")
@@ -174,11 +178,12 @@ def enqueue_many(task: Task, calls: Iterable, *, priority: int | None = None, co
     priority = task.priority if priority is None else priority
     if not MIN_PRIORITY <= priority <= MAX_PRIORITY:
         raise InvalidTask(f"priority must be a whole number between {MIN_PRIORITY} and {MAX_PRIORITY}")
+    rate_limit = ratelimit.canonical(rate_limit) or None  # RateLimitError (a ValueError) now, not at commit
     batch = Batch(id="", total=len(payloads))
 
     def submit():
         sub = _submit(task, payloads, priority=priority, run_after=task.run_after, concurrency=concurrency,
-                      dedup_key=dedup_key, then=then)
+                      dedup_key=dedup_key, then=then, rate_limit=rate_limit)
         batch.id, batch.duplicate = sub.id, sub.duplicate
 
     _now_or_on_commit(backend, submit)

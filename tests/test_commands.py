@@ -53,7 +53,7 @@ def take(rid: str) -> tuple[str, int, object]:
     client = services.engine()
     qk, rk = client.keys.queue("default"), client.keys.request(rid)
     client.scripts("cycle", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked, qk.wake, qk.config,
-                             qk.lastserved], ["test-worker", 60_000, 1, 0])
+                             qk.lastserved, qk.rate, qk.ratelog], ["test-worker", 60_000, 1, 0])
     got = client.scripts("take", rk.all(), ["test-worker", 60_000, 3, 60_000, "", 1])
     assert len(got) == 9, got  # header of five, then one item
     return got[5], int(got[6]), json.loads(got[7])

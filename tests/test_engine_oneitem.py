@@ -27,7 +27,7 @@ def claim(qc, queue, worker, want, workers=1):
     qk = qc.keys.queue(queue)
     cfg = qc.queue_config(queue)
     return qc.scripts("cycle", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked, qk.wake, qk.config,
-                                qk.lastserved], [worker, cfg.lease_ms, want, 0, workers])
+                                qk.lastserved, qk.rate, qk.ratelog], [worker, cfg.lease_ms, want, 0, workers])[1:]
 
 
 # -- many priority levels -------------------------------------------------------

@@ -30,8 +30,8 @@ def ghost_take(eng, queue, worker="ghost:1:aa"):
     """A worker that claims a token and takes its item, then dies (never registered)."""
     qk = eng.keys.queue(queue)
     cfg = eng.queue_config(queue)
-    (token,) = eng.scripts("cycle", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked, qk.wake, qk.config,
-                                     qk.lastserved], [worker, cfg.lease_ms, 1, 0, 1])
+    (_, token) = eng.scripts("cycle", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked, qk.wake,
+                                        qk.config, qk.lastserved, qk.rate, qk.ratelog], [worker, cfg.lease_ms, 1, 0, 1])
     rid = token.rpartition("#")[0]
     got = eng.scripts("take", eng.keys.request(rid).all(),
                       [worker, cfg.lease_ms, cfg.max_attempts, cfg.retention_ms, "", 1])

@@ -76,10 +76,10 @@ RULES = {
     "delay_seconds": "a number of seconds, 0 or more and at most 10 years",
     "expires_in_seconds": "a number of seconds, more than 0 and at most 10 years",
     "time_limit": "a number of seconds, 0 (no limit) or more and at most 10 years",
-    "dedup": "true or false", "dedup_key": "a string",
+    "dedup": "true or false", "dedup_key": "a string", "rate_limit": "text such as 20/s, 600/min or 10000/h",
     "limit": "an integer between 1 and 500", "cursor": "a cursor from a previous page",
 }
-STRING_FIELDS = {"queue", "processor", "dedup_key", "cursor", "state"}
+STRING_FIELDS = {"queue", "processor", "dedup_key", "cursor", "state", "rate_limit"}
 
 
 def _rule(field: str) -> str:

@@ -141,6 +141,8 @@ def submit(request, payload: SubmitIn, response: HttpResponse):
                    dedup_key=payload.dedup_key, dedup=payload.dedup)
     if payload.time_limit is not None:
         options["time_limit"] = payload.time_limit
+    if payload.rate_limit:
+        options["rate_limit"] = payload.rate_limit
     if payload.callback_url is not None:
         options.update(_callback(request, payload.callback_url))
     if payload.then is not None:

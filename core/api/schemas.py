@@ -14,6 +14,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 from pydantic_core import PydanticCustomError
 from typing_extensions import Annotated
 
+from ..engine import ratelimit
 from ..engine.config import MAX_CONCURRENCY
 from .caps import MAX_SECONDS, cap
 
@@ -59,6 +60,9 @@ class SubmitIn(BaseModel):
                                                 description="items not started by now + this expire")
     time_limit: Optional[float] = Field(None, ge=0, le=MAX_SECONDS,
                                         description="seconds per item; 0 = no limit; default: the queue's")
+    rate_limit: Optional[str] = Field(None, max_length=32, description="at most this many of its items start "
+                                      "in any window, across all workers: 20/s, 600/min, 10000/h, 5/10s "
+                                      "(returned in that canonical form)")
     dedup_key: Optional[str] = Field(None, min_length=1, description="an equal key of a pending or running "
                                      "request returns it (default: a hash of processor and items)")
     dedup: bool = Field(True, description="false: never de-duplicate this request")
@@ -75,6 +79,14 @@ class SubmitIn(BaseModel):
             raise PydanticCustomError("qa_too_many_items", "too many items: {n} (at most {most} per request)",
                                       {"n": len(items), "most": most})
         return items
+
+    @field_validator("rate_limit")
+    @classmethod
+    def _rate_limit(cls, text: str | None) -> str | None:
+        try:
+            return ratelimit.canonical(text) or None
+        except ratelimit.RateLimitError as exc:
+            raise PydanticCustomError("qa_invalid", "{why}", {"why": str(exc)}) from None
 
     @field_validator("dedup_key")
     @classmethod
@@ -124,6 +136,7 @@ class RequestOut(BaseModel):
     callback_url: Optional[str] = Field(None, description="where its summary is sent when it finishes")
     time_limit: Optional[float] = Field(None, description="seconds per item set at submission (0 = none); "
                                                           "null: the queue's setting applies")
+    rate_limit: Optional[str] = Field(None, description="its own rate limit (20/s, ...), null: none of its own")
     then: Optional[dict] = Field(None, description="what follows it when it finishes (chained requests)")
     then_id: Optional[str] = Field(None, description="its follow-up's id once submitted (\"none\": not wanted)")
     parent: Optional[str] = Field(None, description="the request this one follows")

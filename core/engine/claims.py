@@ -83,7 +83,7 @@ class Claiming:
         for rid, (q, dedup) in retiring:
             qk = self.keys.queue(q)
             self.scripts.pipe(pipe, "retire", [qk.tokens, qk.reqs, qk.held, qk.leases, qk.parked, qk.dedup, qk.sched,
-                                               qk.index, qk.lastserved], [rid, dedup])
+                                               qk.index, qk.lastserved, qk.rate], [rid, dedup])
         acked = list(self._acks.items())
         for rid, (q, fields) in acked:
             cfg = self.config(q)
@@ -93,7 +93,7 @@ class Claiming:
         for q in cycled:
             qk = self.keys.queue(q)
             self.scripts.pipe(pipe, "cycle", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked, qk.wake,
-                                              qk.config, qk.lastserved],
+                                              qk.config, qk.lastserved, qk.rate, qk.ratelog],
                               [self.id, self.config(q).lease_ms, want if q == queue else 0,
                                1 if self.aging_ms else 0, self._live_workers, *self._releases[q]])
         minute = int(time.time() // 60)
@@ -115,7 +115,14 @@ class Claiming:
                 self._finished(q, rid, answer[3])
         if retiring:
             self.reporter.put([rid for rid, _ in retiring])
-        return answers[len(acked) + cycled.index(queue)] if queue in cycled else []
+        if queue not in cycled:
+            return []
+        wait_ms, *tokens = answers[len(acked) + cycled.index(queue)]
+        if wait_ms and not tokens:  # held back by a rate limit: look again when a start frees
+            self._throttled[queue] = time.monotonic() + int(wait_ms) / 1000
+        else:
+            self._throttled.pop(queue, None)
+        return tokens
 
     def _flush(self) -> None:
         self._cycle(self.queues[0], 0)

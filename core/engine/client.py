@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 import redis
 
-from . import schedule, webhook_store
+from . import ratelimit, schedule, webhook_store
 from .config import MAX_CONCURRENCY, QueueConfig
 from .errors import QueueError
 from .keys import GROUP, Keys, QueueKeys, RequestKeys
@@ -120,12 +120,15 @@ class QueueClient(Reads):
                concurrency: int | None = None, delay: float = 0, expires_in: float | None = None,
                dedup_key: str | None = None, dedup: bool = True, time_limit: float | None = None,
                callback_url: str | None = None, callback_signer: str = "", then: dict | None = None,
-               request_id: str | None = None, parent: str | None = None) -> Submission:
+               rate_limit: str | None = None, request_id: str | None = None,
+               parent: str | None = None) -> Submission:
         """Submit a request of items. A duplicate of a pending or running request
         (same de-dup key; by default a hash of processor and items) returns it.
         `time_limit` (seconds, 0 = none) overrides the queue's per-item limit.
         `callback_url`: POST the summary there when it finishes (core/webhooks.py).
         `then`: the request that follows this one (core/engine/chains.py).
+        `rate_limit` (`20/s`, `600/min`, ...): at most that many of its items
+        start in any such window, across all workers (ratelimit.py).
         `request_id` and `parent` are for follow-ups: a fixed id, and its parent."""
         _, priority, concurrency = self._validate(queue, processor, priority, concurrency)
         then = self._then(then, queue)
@@ -142,6 +145,7 @@ class QueueClient(Reads):
                     state="scheduled" if delay_ms else "queued", dedup_key=(dedup_key or "") if dedup else "")
         _time_limit(meta, time_limit)
         _callback(meta, callback_url, callback_signer)
+        rate = _rate_limit(meta, rate_limit)
         if then:
             meta["then"] = json.dumps(then)
         if parent:
@@ -153,7 +157,7 @@ class QueueClient(Reads):
         for start in range(0, len(rest), CHUNK):
             last = start + CHUNK >= len(rest)
             self.scripts.pipe(pipe, "add", rk.all(), [1 if last else 0, 0, "", *rest[start:start + CHUNK]])
-        self._enqueue(pipe, queue, rid, priority, concurrency, meta["dedup_key"], delay_ms, len(payloads))
+        self._enqueue(pipe, queue, rid, priority, concurrency, meta["dedup_key"], delay_ms, len(payloads), rate)
         if then:
             pipe.zadd(self.keys.chains, {rid: int(time.time() * 1000)})  # until its follow-up exists
         answers = self.scripts.execute(pipe)
@@ -182,7 +186,7 @@ class QueueClient(Reads):
     def begin(self, queue: str, processor: str, *, priority: int | None = None, concurrency: int | None = None,
               delay: float = 0, expires_in: float | None = None, dedup_key: str | None = None,
               time_limit: float | None = None, callback_url: str | None = None,
-              callback_signer: str = "") -> Submission:
+              callback_signer: str = "", rate_limit: str | None = None) -> Submission:
         """Open a streamed request: add items with `add`, then `finalize`.
         De-duplication applies only with an explicit key (items are unknown yet)."""
         _, priority, concurrency = self._validate(queue, processor, priority, concurrency)
@@ -194,9 +198,10 @@ class QueueClient(Reads):
                     state="scheduled" if delay_ms else "queued", dedup_key=dedup_key or "", streamed=1)
         _time_limit(meta, time_limit)
         _callback(meta, callback_url, callback_signer)
+        rate = _rate_limit(meta, rate_limit)
         pipe = self.redis.pipeline(transaction=False)
         self.scripts.pipe(pipe, "create", [rk.meta, rk.items], [delay_ms, expires_ms, 0, *_fields(meta)])
-        self._enqueue(pipe, queue, rid, priority, concurrency, meta["dedup_key"], delay_ms)
+        self._enqueue(pipe, queue, rid, priority, concurrency, meta["dedup_key"], delay_ms, rate=rate)
         answers = self.scripts.execute(pipe)
         check("create", answers[0])
         if callback_url:
@@ -227,16 +232,18 @@ class QueueClient(Reads):
     def finalize(self, rid: str) -> int:
         return self.add(rid, [], finalize=True)
 
-    def _enqueue(self, pipe, queue, rid, priority, concurrency, dedup_key, delay_ms, items=None):
-        """Register with the queue; `items` (when known) caps the tokens made.
+    def _enqueue(self, pipe, queue, rid, priority, concurrency, dedup_key, delay_ms, items=None, rate=None):
+        """Register with the queue; `items` (when known) caps the tokens made;
+        `rate`, the request's own rate limit, goes where claims check it.
         A far-off request's time goes to a schedule shard first (schedule.py)."""
         qk = self.keys.queue(queue)
         far = schedule.is_far(delay_ms)
         if far:
             schedule.add(self, queue, rid, delay_ms)
-        self.scripts.pipe(pipe, "enqueue", [qk.tokens, qk.seq, qk.reqs, qk.wake, qk.dedup, qk.sched, qk.index],
+        self.scripts.pipe(pipe, "enqueue", [qk.tokens, qk.seq, qk.reqs, qk.wake, qk.dedup, qk.sched, qk.index,
+                                            qk.rate],
                           [rid, priority, concurrency, dedup_key, delay_ms, concurrency if items is None else items,
-                           1 if far else 0])
+                           1 if far else 0, rate.spec if rate else ""])
 
     def _enqueued(self, rid: str, answer) -> Submission:
         code, other = int(answer[0]), answer[1]
@@ -364,7 +371,7 @@ class QueueClient(Reads):
     def _retire(self, queue: str, rid: str, dedup_key: str) -> None:
         qk = self.keys.queue(queue)
         self.scripts("retire", [qk.tokens, qk.reqs, qk.held, qk.leases, qk.parked, qk.dedup, qk.sched,
-                                qk.index, qk.lastserved], [rid, dedup_key or ""])
+                                qk.index, qk.lastserved, qk.rate], [rid, dedup_key or ""])
 
 def _fields(meta: dict) -> list:
     """A mapping as the count-prefixed field/value list the create script takes."""
@@ -392,6 +399,17 @@ def _time_limit(meta: dict, seconds: float | None) -> None:
     if isinstance(seconds, bool):
         raise QueueError("time limit must be a number of seconds")
     meta["time_limit"] = _ms(seconds, "time limit") / 1000
+
+
+def _rate_limit(meta: dict, text: str | None) -> ratelimit.Rate | None:
+    """A request's own rate limit, kept in its meta hash in canonical form."""
+    try:
+        rate = ratelimit.parse(text)
+    except ratelimit.RateLimitError as exc:
+        raise QueueError(str(exc)) from None
+    if rate:
+        meta["rate_limit"] = rate.text
+    return rate
 
 
 def _callback(meta: dict, url: str | None, signer: str) -> None:

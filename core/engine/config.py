@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
+from . import ratelimit
+
 MAX_CONCURRENCY = 10_000
 
 
@@ -22,6 +24,7 @@ class QueueConfig:
     retention_seconds: int = 86_400  # how long a finished request stays in Redis
     paused: bool = False
     time_limit_seconds: float = 3600.0  # an item running longer is stopped (0 = no limit)
+    rate_limit: str = ""  # at most this many item starts per window, e.g. "20/s" ("" = none; ratelimit.py)
 
     def backoff(self, attempt: int) -> float:
         """Delay before the retry that follows attempt number `attempt`."""
@@ -36,7 +39,11 @@ class QueueConfig:
         return int(self.retention_seconds * 1000)
 
     def to_redis(self) -> dict[str, str]:
-        return {k: str(int(v) if isinstance(v, bool) else v) for k, v in asdict(self).items()}
+        """The config hash; `rate_spec` is the rate limit as the dispatch script reads it."""
+        out = {k: str(int(v) if isinstance(v, bool) else v) for k, v in asdict(self).items()}
+        rate = ratelimit.parse(self.rate_limit)
+        out["rate_limit"], out["rate_spec"] = (rate.text, rate.spec) if rate else ("", "")
+        return out
 
     @classmethod
     def from_redis(cls, raw: dict[str, str]) -> "QueueConfig":
@@ -49,6 +56,8 @@ class QueueConfig:
                 values[f.name] = text in ("1", "True", "true")
             elif f.type in ("int", int):
                 values[f.name] = int(float(text))
+            elif f.type in ("str", str):
+                values[f.name] = text
             else:
                 values[f.name] = float(text)
         return cls(**values)
@@ -64,3 +73,4 @@ class QueueConfig:
             raise ValueError("retention must be at least one second")
         if self.time_limit_seconds < 0:
             raise ValueError("time limit must not be negative (0 = no limit)")
+        ratelimit.parse(self.rate_limit)  # RateLimitError (a ValueError) when malformed

@@ -80,6 +80,14 @@ class QueueKeys:
     def lastserved(self) -> str:  # HASH request id -> last claim (ms), for aging
         return self._k("lastserved")
 
+    @property
+    def rate(self) -> str:  # HASH "lim:<rid>" -> a request's rate spec; "n:<limiter>" -> starts in its window
+        return self._k("rate")
+
+    @property
+    def ratelog(self) -> str:  # ZSET "<limiter>|<n>" -> when that start stops counting (ms); ratelimit.py
+        return self._k("ratelog")
+
 
 @dataclass(frozen=True)
 class RequestKeys:

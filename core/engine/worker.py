@@ -110,6 +110,7 @@ class Worker(Claiming, Outcomes):
         self._finishing: dict[str, tuple[str, str]] = {}  # finished request -> (queue, de-dup key), to retire
         self._live_workers = 1  # for a fair share of tokens per claim; refreshed by upkeep
         self._avg: dict[str, float] = {}  # queue -> moving average of an item's run time (s)
+        self._throttled: dict[str, float] = {}  # queue -> when a rate limit that held back claims frees a start
         self._async_queue: dict[str, bool] = {}  # queue -> its last item's processor was async
 
     # -- lifecycle ------------------------------------------------------------
@@ -257,7 +258,8 @@ class Worker(Claiming, Outcomes):
         """Nothing to claim: while items run, wait for one to finish (a local
         event, no round trip), looking for new work every BUSY_POLL; idle,
         block on the queues' wake lists."""
-        timeout = max(0.01, min(IDLE_WAIT, self._next_tick - time.monotonic()))
+        now = time.monotonic()
+        timeout = max(0.005, min(IDLE_WAIT, self._next_tick - now, *(t - now for t in self._throttled.values())))
         self._wakeup.clear()
         if self._outcomes:
             return

@@ -6,6 +6,7 @@ import time
 
 import redis as redis_lib
 
+from core.engine import ratelimit
 from core.engine.client import TERMINAL
 
 from .base import _int, keys, queue_names, rdb
@@ -99,6 +100,8 @@ def overview() -> dict:
         pipe.hkeys(qk.held)
         for m in minutes:
             pipe.hmget(k.throughput(name, m), "done", "failed")
+        pipe.hgetall(qk.rate)
+        ratelimit.pipe_stale(pipe, k, name)
     answers = iter(pipe.execute())
     queues = []
     totals = {"depth": 0, "in_flight": 0, "scheduled": 0, "dead": 0, "requests": 0}
@@ -108,6 +111,7 @@ def overview() -> dict:
         held_tokens = next(answers)  # "rid#k" tokens held by workers: one item in flight each
         tp = [next(answers) for _ in minutes]
         q = queue_overview(name, held_tokens, config)
+        q["rate"] = ratelimit.summary(config, next(answers), next(answers))
         q["throughput"] = [(_int(d), _int(f)) for d, f in tp]
         q["throughput_last"] = sum(d + f for d, f in q["throughput"][-5:])
         for i, (d, f) in enumerate(q["throughput"]):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+from core.engine import ratelimit
+from core.engine.client import TERMINAL
 from core.engine.keys import GROUP
 
 from .base import STUCK_GRACE_MS, _duration, _loads, _payload, _stream_id, client, keys, now_ms, rdb
@@ -69,6 +71,7 @@ def request_view(rid: str) -> dict | None:
     st = client().status(rid)
     if st:
         st["in_redis"] = True
+        st["throttle"] = _own_rate(rid, st)
         return with_rates(st)
     rec = RequestRecord.objects.filter(id=rid).first()
     if rec is None:
@@ -76,6 +79,15 @@ def request_view(rid: str) -> dict | None:
     row = overlay([rec])[0]
     row["in_redis"] = False
     return row
+
+
+def _own_rate(rid: str, st: dict) -> dict | None:
+    """A request's own rate limit and its use of the current window."""
+    rate = ratelimit.parse(st.get("rate_limit") or "")
+    if rate is None:
+        return None
+    used = 0 if st.get("state") in TERMINAL else ratelimit.usage(rdb(), keys(), st["queue"], [rid])[rid]
+    return {"limit": rate.text, "used": used, "throttled": used >= rate.count}
 
 
 def _entry_rows(rid: str, entries: list, lean: dict | None = None) -> list[dict]:

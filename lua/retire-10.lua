@@ -1,6 +1,7 @@
 --[[
   Remove a finished (or cancelled) request from its queue's dispatch: its
-  tokens wherever they are, its schedule entry, and its de-dup claim.
+  tokens wherever they are, its schedule entry, its de-dup claim and its
+  own rate limit.
   Idempotent; a worker still holding one of its tokens gets NOT_HELD later.
 
   Input:
@@ -13,6 +14,7 @@
     KEYS[7] sched       ZSET scheduled request ids
     KEYS[8] index       ZSET live request ids
     KEYS[9] lastserved  HASH request id -> last claim time
+    KEYS[10] rate       HASH rate limits (its own limit and count go)
     ARGV[1] request id
     ARGV[2] de-dup key ("" for none)
 
@@ -28,6 +30,7 @@ end
 redis.call('ZREM', KEYS[7], rid)
 redis.call('ZREM', KEYS[8], rid)
 redis.call('HDEL', KEYS[9], rid)
+redis.call('HDEL', KEYS[10], 'lim:' .. rid, 'n:' .. rid)
 if not m then return 0 end
 for k = 1, m do
   local token = rid .. '#' .. k

@@ -10,6 +10,7 @@
     KEYS[5] dedup    HASH de-dup key -> request id
     KEYS[6] sched    ZSET scheduled request ids by ready time
     KEYS[7] index    ZSET live request ids by creation time
+    KEYS[8] rate     HASH rate limits: lim:<rid> -> this request's own, if it has one
     ARGV[1] request id
     ARGV[2] priority (0-99)
     ARGV[3] concurrency limit (>= 1)
@@ -18,6 +19,7 @@
     ARGV[6] tokens to make (<= concurrency; a request never needs more tokens than items)
     ARGV[7] "1" if the ready time is kept in a schedule shard (far off; see
             core/engine/schedule.py): register it as scheduled, leave `sched` alone
+    ARGV[8] the request's own rate limit, "count|window_ms|margin_ms" ("" for none)
 
   Output:
     {0, id}        queued
@@ -38,6 +40,7 @@ end
 
 local now = now_ms()
 redis.call('ZADD', KEYS[7], now, rid)
+if ARGV[8] ~= '' then redis.call('HSET', KEYS[8], 'lim:' .. rid, ARGV[8]) end
 if delay > 0 then
   redis.call('HSET', KEYS[3], rid, req_value(p, c, m, 's'))
   if ARGV[7] ~= '1' then redis.call('ZADD', KEYS[6], now + delay, rid) end

@@ -9,6 +9,12 @@
   instead of one worker taking all its tokens. Taking a token and recording it as held under a lease is one atomic step,
   so a worker that dies right after loses nothing.
 
+  Rate limits (core/engine/ratelimit.py): the queue's (config field
+  rate_spec) and a request's own (rate hash) cap the claims made in any
+  window; a claim under a limit is logged in ratelog. A request at its limit
+  is passed over (its tokens keep their place); the queue at its limit
+  claims nothing more.
+
   Input:
     KEYS[1] tokens      ZSET waiting tokens (score: priority band + order)
     KEYS[2] seq         STRING token order counter
@@ -19,6 +25,8 @@
     KEYS[7] wake        LIST wake markers (cleared when nothing is waiting)
     KEYS[8] config      HASH queue settings (paused)
     KEYS[9] lastserved  HASH request id -> last claim time (for aging)
+    KEYS[10] rate       HASH lim:<rid> -> a request's rate spec; n:<limiter> -> starts in its window
+    KEYS[11] ratelog    ZSET <limiter>|<n> -> when that start stops counting (ms)
     ARGV[1] worker id
     ARGV[2] lease in ms
     ARGV[3] N, the most tokens to claim (0: only give back)
@@ -27,13 +35,26 @@
     ARGV[6..] releases, in threes: token, mode (return | park | drop), park-until ms
 
   Output:
-    the tokens claimed (possibly none). Released tokens this worker no longer
+    {wait, token...}: wait is 0, or the ms until a rate limit that held back
+    a claim frees a start; then the tokens claimed (possibly none). Released tokens this worker no longer
     holds (its lease ran out and the token was recycled) are skipped; tokens of
     finished requests or above a lowered limit are dropped.
 ]]
 --@include _common.lua
 local worker, lease, want, aging = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1'
 local woken = 0
+
+-- "count|window_ms|margin_ms" -> {count, window + margin}
+local function parse_rate(v)
+  if not v then return nil end
+  local n, w, m = string.match(v, '^(%d+)|(%d+)|(%d+)$')
+  if not n then return nil end
+  return {n = tonumber(n), ttl = tonumber(w) + tonumber(m)}
+end
+
+-- rate limits in play: the queue's, or some request's (the hash is empty otherwise)
+local qrate = parse_rate(redis.call('HGET', KEYS[8], 'rate_spec'))
+local limited = qrate ~= nil or redis.call('EXISTS', KEYS[10]) == 1
 
 -- a batch mostly holds tokens of a few requests: read each request once
 local cache = {}
@@ -42,6 +63,7 @@ local function req(rid)
   if not r then
     local p, c, _, s = parse_req(redis.call('HGET', KEYS[3], rid))
     r = {p = p, c = c, s = s}
+    if limited then r.lim = parse_rate(redis.call('HGET', KEYS[10], 'lim:' .. rid)) end
     cache[rid] = r
   end
   return r
@@ -78,22 +100,58 @@ if want > 1 and workers > 1 then -- a fair share, so other workers get tokens to
   local in_play = redis.call('ZCARD', KEYS[1]) + redis.call('HLEN', KEYS[4])
   want = math.min(want, math.max(1, math.ceil(in_play / workers)))
 end
+-- Rate limits: forget starts whose window has passed, then count what is left.
+local held_back = false
+local function trim_log(now)
+  local gone = redis.call('ZRANGEBYSCORE', KEYS[11], '-inf', now, 'LIMIT', 0, 1000)
+  for _, member in ipairs(gone) do
+    local field = 'n:' .. string.match(member, '^(.*)|[^|]*$')
+    if redis.call('HINCRBY', KEYS[10], field, -1) <= 0 then redis.call('HDEL', KEYS[10], field) end
+  end
+  if #gone > 0 then redis.call('ZREMRANGEBYRANK', KEYS[11], 0, #gone - 1) end
+end
+local function room(rate, field)
+  return rate.n - (tonumber(redis.call('HGET', KEYS[10], field)) or 0)
+end
+local uid, logged = nil, 0
+local function log_start(rate, field, limiter, now)
+  uid = uid or redis.call('INCR', KEYS[2]) -- unique across round trips of the same millisecond
+  logged = logged + 1
+  redis.call('ZADD', KEYS[11], now + rate.ttl, limiter .. '|' .. uid .. '.' .. logged)
+  redis.call('HINCRBY', KEYS[10], field, 1)
+end
+
 if want > 0 and redis.call('HGET', KEYS[8], 'paused') ~= '1' then
   local now = now_ms()
-  for _ = 1, want + 100 do
-    if #claimed >= want then break end
-    local top = redis.call('ZRANGE', KEYS[1], 0, 0)
+  if limited then
+    trim_log(now)
+    if qrate and room(qrate, 'n:') < want then
+      want = math.max(0, room(qrate, 'n:'))
+      held_back = true
+    end
+  end
+  local skipped = 0
+  for _ = 1, want + 100 + 1000 do
+    if #claimed >= want or skipped > 1000 then break end
+    local top = redis.call('ZRANGE', KEYS[1], skipped, skipped)
     if #top == 0 then break end
     local token = top[1]
-    redis.call('ZREM', KEYS[1], token)
     local rid, k = parse_token(token)
     local r = req(rid)
-    -- a token of a finished request, or above a lowered limit, is dropped
-    if r.p and k <= r.c and r.s == 'q' then
-      redis.call('HSET', KEYS[4], token, worker)
-      redis.call('ZADD', KEYS[5], now + lease, token)
-      if aging then redis.call('HSET', KEYS[9], rid, now) end
-      claimed[#claimed + 1] = token
+    if r.lim and room(r.lim, 'n:' .. rid) <= 0 then
+      skipped = skipped + 1 -- this request is at its rate limit: its token keeps its place
+      held_back = true
+    else
+      redis.call('ZREM', KEYS[1], token)
+      -- a token of a finished request, or above a lowered limit, is dropped
+      if r.p and k <= r.c and r.s == 'q' then
+        redis.call('HSET', KEYS[4], token, worker)
+        redis.call('ZADD', KEYS[5], now + lease, token)
+        if aging then redis.call('HSET', KEYS[9], rid, now) end
+        if qrate then log_start(qrate, 'n:', '', now) end
+        if r.lim then log_start(r.lim, 'n:' .. rid, rid, now) end
+        claimed[#claimed + 1] = token
+      end
     end
   end
 end
@@ -104,4 +162,11 @@ if left == 0 then
 elseif woken > 0 then
   wake(KEYS[7], math.min(woken, left))
 end
+-- held back by a rate limit: say when the first logged start stops counting
+local wait = 0
+if held_back and redis.call('ZCARD', KEYS[1]) > 0 then
+  local first = redis.call('ZRANGE', KEYS[11], 0, 0, 'WITHSCORES')
+  wait = first[2] and math.max(1, tonumber(first[2]) - now_ms()) or 1
+end
+table.insert(claimed, 1, wait)
 return claimed
