@@ -97,7 +97,7 @@ def test_the_admin_sets_a_queue_limit_that_workers_read_and_pages_show(redis_url
     assert len(claim(eng, "slowq", 6)[1]) == 3  # a worker takes what the limit allows
     assert len(claim(eng, "default", 4)[1]) == 1
     queues = admin_client.get("/queues/").content.decode()
-    assert "throttled · 3/3/s" in queues and "1 request with a limit, 1 throttled" in queues
-    assert "throttled · 3/3/s" in admin_client.get("/").content.decode()
+    assert "throttled · 3 of 3/s" in queues and "1 request with a limit, 1 throttled" in queues
+    assert "throttled · 3 of 3/s" in admin_client.get("/").content.decode()
     page = admin_client.get(f"/requests/{own.id}/").content.decode()
-    assert "throttled · 1/1/min" in page
+    assert "throttled · 1 of 1/min" in page
