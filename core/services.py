@@ -61,12 +61,29 @@ def record(status: dict, items_preview: str | None = None, user=None) -> None:
     once it finished, make its webhook delivery if it asked for one)."""
     from .models import RequestRecord
 
+    _webhook(status)
+    values = _values(status)
+    if items_preview is not None:
+        values["items_preview"] = db_text(items_preview[:PREVIEW_CHARS])
+    if user is not None and getattr(user, "is_authenticated", False):
+        values["submitted_by"] = user
+    RequestRecord.objects.update_or_create(id=status["id"], defaults=values)
+
+
+def _webhook(status: dict) -> None:
     if status.get("callback_url"):
         from . import webhooks
 
         webhooks.enqueue_finished(status)
 
-    values = {
+
+HISTORY_FIELDS = ("queue", "processor", "state", "priority", "concurrency", "total", "done", "failed", "expired",
+                  "dedup_key", "created_at", "not_before", "expires_at", "started_at", "finished_at")
+
+
+def _values(status: dict) -> dict:
+    """The history columns an engine status fills (not the submitter's preview or user)."""
+    return {
         "queue": status["queue"], "processor": status["processor"], "state": status["state"],
         "priority": status["priority"], "concurrency": status["concurrency"], "total": status["total"],
         "done": status["done"], "failed": status["failed"], "expired": status["expired"],
@@ -74,11 +91,6 @@ def record(status: dict, items_preview: str | None = None, user=None) -> None:
         "not_before": _dt(status["not_before"]), "expires_at": _dt(status["expires_at"]),
         "started_at": _dt(status["started_at"]), "finished_at": _dt(status["finished_at"]),
     }
-    if items_preview is not None:
-        values["items_preview"] = db_text(items_preview[:PREVIEW_CHARS])
-    if user is not None and getattr(user, "is_authenticated", False):
-        values["submitted_by"] = user
-    RequestRecord.objects.update_or_create(id=status["id"], defaults=values)
 
 
 def submit(queue: str, processor: str, items: list, user=None, **options):
@@ -95,16 +107,24 @@ def submit(queue: str, processor: str, items: list, user=None, **options):
 
 
 def record_many(statuses: list[dict]) -> None:
-    """Record several summaries in one transaction (a worker's finished requests).
-    A worker keeps its connection for good: when the database dropped it
-    (restart, failover), reconnect and write once more."""
-    from django.db import InterfaceError, OperationalError, connection, transaction
+    """Record several summaries at once (a worker's finished requests): one
+    INSERT ... ON CONFLICT DO UPDATE per batch, which keeps what the
+    submitter recorded (items preview, user). A row at a time cost about
+    0.6 ms of the worker's CPU per request, more than running a one-item
+    request. A worker keeps its connection for good: when the database
+    dropped it (restart, failover), reconnect and write once more."""
+    from django.db import InterfaceError, OperationalError, connection
 
+    from .models import RequestRecord
+
+    latest = {st["id"]: st for st in statuses}  # one row per request: the newest status
+    for st in latest.values():
+        _webhook(st)
+    rows = [RequestRecord(id=rid, **_values(st)) for rid, st in latest.items()]
     for attempt in (1, 2):
         try:
-            with transaction.atomic():
-                for status in statuses:
-                    record(status)
+            RequestRecord.objects.bulk_create(rows, batch_size=500, update_conflicts=True, unique_fields=["id"],
+                                              update_fields=list(HISTORY_FIELDS))
             return
         except (OperationalError, InterfaceError):
             if attempt == 2 or connection.in_atomic_block:
