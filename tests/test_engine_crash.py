@@ -56,7 +56,8 @@ def test_concurrency_limit_across_threads_and_processes(qc, workers):
 
 def test_sigkill_mid_item_loses_no_item_and_no_token(qc, workers):
     qc.define_queue("crash", QueueConfig(lease_seconds=3))
-    sub = qc.submit("crash", "sleep", [0.03] * 240, concurrency=6)
+    # long enough (about 3 s of work) that each victim is seen running an item before the request ends
+    sub = qc.submit("crash", "sleep", [0.08] * 240, concurrency=6)
     procs = [workers.start("crash") for _ in range(3)]
     wait_for(lambda: qc.status(sub.id)["done"] >= 40, 60)
     wait_for(lambda: _running_in(qc, procs[0].pid), 30, interval=0.002)
