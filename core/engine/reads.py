@@ -41,6 +41,18 @@ class Reads:
         out = pipe.execute()
         return [parse_status(*out[i:i + 3]) if out[i] else None for i in range(0, len(out), 3)]
 
+    def finished_statuses(self, rids: list[str]) -> list[dict]:
+        """Statuses of finished requests, for history: their meta hashes in one
+        round trip (nothing is in flight any more); the leases and dead-letter
+        counts only for those with a webhook, whose summary shows them."""
+        pipe = self.redis.pipeline(transaction=False)
+        for rid in rids:
+            pipe.hgetall(self.keys.request(rid).meta)
+        metas = [m for m in pipe.execute() if m]
+        hooked = [m for m in metas if m.get("callback_url")]
+        full = dict(zip((m["id"] for m in hooked), self.statuses([m["id"] for m in hooked]))) if hooked else {}
+        return [full.get(m["id"]) or parse_status(m, 0, 0) for m in metas]
+
     def results(self, rid: str, batch: int = 1000) -> Iterator[dict]:
         """One record per item, ordered by index."""
         meta = self._meta_or_raise(rid)

@@ -67,7 +67,7 @@ class Reporter:
         if not self.wanted:
             return
         try:
-            statuses = [st for st in self.client.statuses(rids) if st]
+            statuses = self.client.finished_statuses(rids)
             if self.on_finish_many:
                 self.on_finish_many(statuses)
             for st in statuses if self.on_finish else ():
