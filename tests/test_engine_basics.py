@@ -4,6 +4,7 @@ import re
 from pathlib import Path
 
 import pytest
+import redis
 from redis.crc import key_slot
 
 from core.engine import scripts as scripts_mod
@@ -175,3 +176,21 @@ def test_finalizing_an_empty_streamed_request_completes_it(qc):
     s = qc.begin("default", "echo")
     qc.finalize(s.id)
     assert qc.status(s.id)["state"] == "completed"
+
+
+def test_a_submission_that_fails_part_way_leaves_nothing_behind(qc):
+    """Redis refuses the last step of a submission (here: the queue's wake
+    list is a string, so registering fails after the request was created and
+    given its tokens): the caller gets the error and no half-made request
+    stays behind."""
+    qk = qc.keys.queue("default")
+    qc.redis.set(qk.wake, "not a list")
+    before = set(qc.redis.keys("*"))
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        qc.submit("default", "echo", ["a", "b"], dedup_key="k1")
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        qc.begin("default", "echo")
+    assert set(qc.redis.keys("*")) - {qk.seq} == before  # only the token order counter moved on
+    assert qc.redis.zcard(qk.tokens) == 0 and qc.redis.hlen(qk.reqs) == 0
+    qc.redis.delete(qk.wake)
+    assert not qc.submit("default", "echo", ["a"], dedup_key="k1").duplicate  # its de-dup key was let go

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import secrets
 import time
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from .keys import GROUP, Keys, QueueKeys, RequestKeys
 from .limits import check_dedup_key, check_text, encode, payloads as checked_payloads
 from .reads import TERMINAL, Reads, parse_status
 from .scripts import Code, Scripts, ScriptError, check
+
+log = logging.getLogger("queueadmin.client")
 
 CHUNK = 2000  # items per script call when creating a large request
 CONFIG_MAX_AGE = 2.0  # seconds a producer trusts its copy of a queue's defaults
@@ -160,7 +163,12 @@ class QueueClient(Reads):
         self._enqueue(pipe, queue, rid, priority, concurrency, meta["dedup_key"], delay_ms, len(payloads), rate)
         if then:
             pipe.zadd(self.keys.chains, {rid: int(time.time() * 1000)})  # until its follow-up exists
-        answers = self.scripts.execute(pipe)
+        try:
+            answers = self.scripts.execute(pipe)
+        except redis.RedisError:
+            if not request_id:  # a derived id may name a request another process made: leave it be
+                self._undo_submit(queue, rid, meta["dedup_key"])
+            raise
         if then:
             answers.pop()
         if request_id and isinstance(answers[0], int) and answers[0] == Code.EXISTS:
@@ -202,7 +210,11 @@ class QueueClient(Reads):
         pipe = self.redis.pipeline(transaction=False)
         self.scripts.pipe(pipe, "create", [rk.meta, rk.items], [delay_ms, expires_ms, 0, *_fields(meta)])
         self._enqueue(pipe, queue, rid, priority, concurrency, meta["dedup_key"], delay_ms, rate=rate)
-        answers = self.scripts.execute(pipe)
+        try:
+            answers = self.scripts.execute(pipe)
+        except redis.RedisError:
+            self._undo_submit(queue, rid, meta["dedup_key"])
+            raise
         check("create", answers[0])
         if callback_url:
             webhook_store.watch(self, rid)
@@ -231,6 +243,17 @@ class QueueClient(Reads):
 
     def finalize(self, rid: str) -> int:
         return self.add(rid, [], finalize=True)
+
+    def _undo_submit(self, queue: str, rid: str, dedup_key: str) -> None:
+        """A submission failed part way (Redis full, or gone): take back what
+        got stored, so that no request is left half made (created but never
+        queued, or queued without all its items). The caller sees the error."""
+        try:
+            self.redis.delete(*self.keys.request(rid).all())
+            self.redis.zrem(self.keys.chains, rid)
+            self._retire(queue, rid, dedup_key)
+        except redis.RedisError:
+            log.warning("request %s: a failed submission could not be taken back", rid)
 
     def _enqueue(self, pipe, queue, rid, priority, concurrency, dedup_key, delay_ms, items=None, rate=None):
         """Register with the queue; `items` (when known) caps the tokens made;
