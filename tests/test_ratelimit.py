@@ -80,7 +80,7 @@ def test_the_claim_stops_at_the_queue_limit_and_says_when_to_look_again(qc):
     wait, tokens = claim(qc, "lim", 10)
     assert len(tokens) == 3 and 900 < wait <= 1000 + ratelimit.margin_ms(1000)
     wait, tokens = claim(qc, "lim", 10)
-    assert tokens == [] and 0 < wait <= 1025
+    assert tokens == [] and 0 < wait <= 1000 + ratelimit.margin_ms(1000)
     time.sleep(wait / 1000 + 0.01)
     assert len(claim(qc, "lim", 10)[1]) == 3  # the window slid past the first three
     assert ratelimit.usage(qc.redis, qc.keys, "lim")[""] == 3
@@ -121,6 +121,9 @@ def test_a_queue_limit_holds_across_four_workers_while_another_queue_runs_free(q
     wait_for(completed(qc, limited.id), 60, message="the limited queue")
     assert_exactly_one_result_per_item(qc, limited.id, 200)
     starts = starts_of(qc, limited.id)
+    print(f"\nlimited: busiest 1 s window {busiest_window(starts, 1.0)}, spread {max(starts) - min(starts):.2f} s; "
+          f"free: busiest 1 s window {busiest_window(starts_of(qc, free.id), 1.0)}, done {free_done - began:.2f} s "
+          f"after the launch")
     assert busiest_window(starts, 1.0) <= 20
     assert max(starts) - min(starts) >= 9.0  # 200 starts at 20 a second
     assert max(starts) - min(starts) < 20.0  # and not much slower than the limit
