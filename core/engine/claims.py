@@ -22,6 +22,7 @@ FAST_ITEM = 0.001  # items quicker than this on average run in batches on one th
 FAST_JOBS = 2  # batches of fast items in flight at once (one runs while the next is claimed)
 MAX_BATCH = 32
 MAX_CLAIM = 64  # tokens claimed per round trip for slow or async items
+FIGURES_EVERY = 1.0  # seconds between sends of throughput and metrics figures while busy (a few commands each)
 
 
 class Claiming:
@@ -70,8 +71,8 @@ class Claiming:
                     fast = self._fast(queue)
                     self.executor.submit(items, fast, inline=fast and not self.executor.busy())
                     return True
-        if self._acks or self._finishing or any(self._releases.values()):
-            self._flush()  # acknowledge and retire what finished before waiting
+        if self._acks or self._finishing or self._done or any(self._releases.values()):
+            self._flush()  # acknowledge, retire and count what finished before waiting
         return False
 
     def _cycle(self, queue: str, want: int) -> list[str]:
@@ -96,18 +97,15 @@ class Claiming:
                                               qk.config, qk.lastserved, qk.rate, qk.ratelog],
                               [self.id, self.config(q).lease_ms, want if q == queue else 0,
                                1 if self.aging_ms else 0, self._live_workers, *self._releases[q]])
-        minute = int(time.time() // 60)
-        for q, (done, failed) in self._done.items():
-            tp = self.keys.throughput(q, minute)
-            pipe.hincrby(tp, "done", done)
-            pipe.hincrby(tp, "failed", failed)
-            pipe.expire(tp, 3600)
-        for q, figures in self._stats.items():
-            stats.record(pipe, self.keys, q, **figures)
+        figures = want == 0 or time.monotonic() >= self._figures_due  # at most once a second, and when idle
+        if figures:
+            self._pipe_figures(pipe)
         answers = self.scripts.execute(pipe)[len(retiring):]
         for item in self._acked:
             self._held.pop(item.token, None)
-        self._acks, self._acked, self._done, self._finishing, self._stats = {}, [], {}, {}, {}
+        self._acks, self._acked, self._finishing = {}, [], {}
+        if figures:
+            self._done, self._stats, self._figures_due = {}, {}, time.monotonic() + FIGURES_EVERY
         for q in cycled:
             self._releases[q] = []
         for (rid, (q, _)), answer in zip(acked, answers):
@@ -123,6 +121,18 @@ class Claiming:
         else:
             self._throttled.pop(queue, None)
         return tokens
+
+    def _pipe_figures(self, pipe) -> None:
+        """Throughput per minute (the dashboard's) and counters and histograms
+        (/metrics) for what finished since they were last sent."""
+        minute = int(time.time() // 60)
+        for q, (done, failed) in self._done.items():
+            tp = self.keys.throughput(q, minute)
+            pipe.hincrby(tp, "done", done)
+            pipe.hincrby(tp, "failed", failed)
+            pipe.expire(tp, 3600)
+        for q, batch in self._stats.items():
+            stats.record(pipe, self.keys, q, **batch)
 
     def _flush(self) -> None:
         self._cycle(self.queues[0], 0)

@@ -107,6 +107,7 @@ class Worker(Claiming, Outcomes):
         self._releases: dict[str, list] = {q: [] for q in self.queues}  # queue -> token, mode, until
         self._done: dict[str, list[int]] = {}  # queue -> [done, failed] since the last flush
         self._stats: dict[str, dict] = {}  # queue -> figures for core.engine.stats since the last flush
+        self._figures_due = 0.0  # when _done and _stats go out next (claims.py, FIGURES_EVERY)
         self._finishing: dict[str, tuple[str, str]] = {}  # finished request -> (queue, de-dup key), to retire
         self._live_workers = 1  # for a fair share of tokens per claim; refreshed by upkeep
         self._avg: dict[str, float] = {}  # queue -> moving average of an item's run time (s)
