@@ -10,8 +10,10 @@ One hash per queue (`keys.stats(queue)`, no expiry): counters only go up.
                                      observations in (previous bound, le]
     run:sum, wait:sum                seconds (HINCRBYFLOAT)
 
-A worker calls `record` once per batch, on the pipeline it already sends;
-that adds only HINCRBY/HINCRBYFLOAT commands, one per field that changed.
+A worker calls `record` on the pipeline of a round trip it makes anyway, at
+most once a second while busy and at once when it goes idle (claims.py,
+FIGURES_EVERY); that adds only HINCRBY/HINCRBYFLOAT commands, one per field
+that changed.
 Waits are measured from the item's stream entry id (Redis' clock at enqueue)
 to the worker's start time, so clock skew between machines shows in them
 (a negative wait counts as 0).
