@@ -13,14 +13,22 @@
     ARGV[4] retention in ms (for keys of a request that closes now)
     ARGV[5] pub/sub channel for events ("" for none)
     ARGV[6] N, the number of tokens held
+    ARGV[7] (optional) "k|priority" when the tokens were kept from items just
+            acknowledged instead of being claimed anew (core/engine/keeping.py):
+            the highest token number among them and the priority they were
+            claimed at. Nothing is handed out if the request has its own rate
+            limit, or its priority or concurrency changed since (kind 5).
 
   Output:
-    {kind, wake time, processor, de-dup key, time limit, id1, index1, payload1, attempt1, id2, ...}
-    with up to N items (time limit: the request's own, in seconds, or "" for the queue's); kind says what to do with the tokens left without one:
+    {kind, wake time, processor, de-dup key, time limit, priority, lean, id1, index1, payload1, attempt1, id2, ...}
+    with up to N items (time limit: the request's own, in seconds, or "" for
+    the queue's; lean: 1 for a request of one item); kind says what to do
+    with the tokens left without one:
       0  none left over
       2  park them until the wake time (items in flight elsewhere or waiting to retry)
       3  park them until items are added (streamed request, not finalized)
       4  drop them: the request is finished
+      5  return them to the queue (kept tokens that may not go on, see ARGV[7])
     -1  no such request
 ]]
 --@include _common.lua
@@ -30,11 +38,19 @@ local retention, channel, want = tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
 local meta = KEYS[1]
 local state = redis.call('HGET', meta, 'state')
 if not state then return -1 end -- NOT_FOUND
-local info = redis.call('HMGET', meta, 'processor', 'dedup_key', 'time_limit')
+local info = redis.call('HMGET', meta, 'processor', 'dedup_key', 'time_limit', 'priority', 'lean', 'concurrency',
+                        'rate_limit')
 local processor, dedup, limit = info[1] or '', info[2] or '', info[3] or ''
-if TERMINAL[state] then return {4, 0, processor, dedup, limit} end
+local priority, lean = tonumber(info[4]) or 0, info[5] == '1' and 1 or 0
+if TERMINAL[state] then return {4, 0, processor, dedup, limit, priority, lean} end
+if ARGV[7] then
+  local k, p = string.match(ARGV[7], '^(%d+)|(%d+)$')
+  if info[7] or tonumber(k) > (tonumber(info[6]) or 0) or tonumber(p) ~= priority then
+    return {5, 0, processor, dedup, limit, priority, lean}
+  end
+end
 local now = now_ms()
-local out = {0, 0, processor, dedup, limit}
+local out = {0, 0, processor, dedup, limit, priority, lean}
 
 local function close_item(id, idx, record, counter)
   redis.call('XACK', KEYS[2], 'g', id)
@@ -74,9 +90,9 @@ if redis.call('HGET', meta, 'lean') == '1' then
   local expires_at = tonumber(redis.call('HGET', meta, 'expires_at'))
   if expires_at and now >= expires_at then
     if runnable then lean_close(id, idx, cjson.encode({status = 'expired'}), 'expired') end
-    if finish_if_done(now, retention, channel) then return {4, 0, processor, dedup, limit} end
+    if finish_if_done(now, retention, channel) then return {4, 0, processor, dedup, limit, priority, lean} end
     local kind, wake_at = leftover()
-    return {kind, wake_at, processor, dedup, limit}
+    return {kind, wake_at, processor, dedup, limit, priority, lean}
   end
   local given = 0
   if runnable and want >= 1 then
@@ -95,7 +111,7 @@ if redis.call('HGET', meta, 'lean') == '1' then
     else
       redis.call('HSET', KEYS[2], 'h', worker, 'd', d + 1, 't', now)
       redis.call('ZADD', KEYS[3], now + lease, id)
-      out[6], out[7], out[8], out[9] = id, idx, payload, d + 1
+      out[8], out[9], out[10], out[11] = id, idx, payload, d + 1
       given = 1
     end
   end
@@ -115,10 +131,10 @@ if expires_at and now >= expires_at then
   if fresh then
     for _, e in ipairs(fresh[1][2]) do close_item(e[1], entry_fields(e[2]), expired_record, 'expired'); n = n + 1 end
   end
-  if finish_if_done(now, retention, channel) then return {4, 0, processor, dedup, limit} end
-  if n > 0 then return {2, now, processor, dedup, limit} end -- more to expire: come back at once
+  if finish_if_done(now, retention, channel) then return {4, 0, processor, dedup, limit, priority, lean} end
+  if n > 0 then return {2, now, processor, dedup, limit, priority, lean} end -- more to expire: come back at once
   local kind, wake_at = leftover()
-  return {kind, wake_at, processor, dedup, limit}
+  return {kind, wake_at, processor, dedup, limit, priority, lean}
 end
 
 local function hand_out(id, idx, payload, attempt)

@@ -55,8 +55,8 @@ def take(rid: str) -> tuple[str, int, object]:
     client.scripts("cycle", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked, qk.wake, qk.config,
                              qk.lastserved, qk.rate, qk.ratelog], ["test-worker", 60_000, 1, 0])
     got = client.scripts("take", rk.all(), ["test-worker", 60_000, 3, 60_000, "", 1])
-    assert len(got) == 9, got  # header of five, then one item
-    return got[5], int(got[6]), json.loads(got[7])
+    assert len(got) == 11, got  # header of seven, then one item
+    return got[7], int(got[8]), json.loads(got[9])
 
 
 def ack(rid: str, entry: str, index: int, outcome: str, **record) -> None:

@@ -35,7 +35,7 @@ def ghost_take(eng, queue, worker="ghost:1:aa"):
     rid = token.rpartition("#")[0]
     got = eng.scripts("take", eng.keys.request(rid).all(),
                       [worker, cfg.lease_ms, cfg.max_attempts, cfg.retention_ms, "", 1])
-    return rid, got[5]  # the entry id
+    return rid, got[7]  # the entry id
 
 
 def register_dead(eng, wid):

@@ -57,28 +57,34 @@ class Claiming:
 
     def _claim_and_start(self) -> bool:
         """Claim tokens (queues in order) until some yield items, and start
-        them; False when nothing could be claimed."""
+        them; False when nothing could be claimed. Kept tokens (keeping.py)
+        take their next items in the same round trip."""
         for queue in self.queues:
             for _ in range(20):
-                want = self._want(queue)
-                if want <= 0:
+                want, kept = self._want(queue), self._kept_count(queue)
+                if want <= 0 and not kept:
                     break
-                tokens = self._cycle(queue, want)
-                if not tokens:
-                    break
-                items = self._take(queue, tokens)
+                claim = None if self._kept_only(queue) else max(0, want - kept)
+                tokens, items = self._cycle(queue, claim, go_on=True)
+                if tokens:
+                    items += self._take(queue, tokens)
                 if items:
                     fast = self._fast(queue)
                     self.executor.submit(items, fast, inline=fast and not self.executor.busy())
                     return True
-        if self._acks or self._finishing or self._done or any(self._releases.values()):
+                if not tokens:
+                    break
+        if self._acks or self._finishing or self._done or self._kept or any(self._releases.values()):
             self._flush()  # acknowledge, retire and count what finished before waiting
         return False
 
-    def _cycle(self, queue: str, want: int) -> list[str]:
+    def _cycle(self, queue: str, want: int | None, go_on: bool = False) -> tuple[list[str], list[Item]]:
         """One round trip: retire finished requests, pending acknowledgements,
-        every queue's token releases, throughput counts, and a claim of up to
-        `want` tokens."""
+        takes for the tokens kept in `queue` (when `go_on`; any other kept
+        token is given back), every queue's token releases, throughput counts,
+        and a claim of up to `want` tokens (None: no look at `queue` at all,
+        unless it has releases). Returns the tokens claimed and the items the
+        kept tokens took."""
         pipe = self.redis.pipeline(transaction=False)
         retiring = list(self._finishing.items())
         for rid, (q, dedup) in retiring:
@@ -90,17 +96,25 @@ class Claiming:
             cfg = self.config(q)
             self.scripts.pipe(pipe, "ack", self.keys.request(rid).all(),
                               [self.id, cfg.retention_ms, self.client.channel, *fields])
-        cycled = [q for q in self.queues if q == queue or self._releases[q]]
+        kept = self._pipe_kept(pipe, queue, go_on)
+        cycled = [q for q in self.queues if (q == queue and want is not None) or self._releases[q]]
+        figures = want == 0 or time.monotonic() >= self._figures_due  # at most once a second, and when idle
+        want = want or 0
         for q in cycled:
             qk = self.keys.queue(q)
             self.scripts.pipe(pipe, "cycle", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked, qk.wake,
                                               qk.config, qk.lastserved, qk.rate, qk.ratelog],
                               [self.id, self.config(q).lease_ms, want if q == queue else 0,
                                1 if self.aging_ms else 0, self._live_workers, *self._releases[q]])
-        figures = want == 0 or time.monotonic() >= self._figures_due  # at most once a second, and when idle
+        looks = queue in cycled and self._fast(queue)
+        if looks:
+            self._pipe_best_waiting(pipe, queue)
         if figures:
             self._pipe_figures(pipe)
         answers = self.scripts.execute(pipe)[len(retiring):]
+        after_acks = len(acked) + len(kept)
+        kept_answers, answers = answers[len(acked):after_acks], answers[:len(acked)] + answers[after_acks:]
+        claimed_at = time.monotonic()
         for item in self._acked:
             self._held.pop(item.token, None)
         self._acks, self._acked, self._finishing = {}, [], {}
@@ -113,14 +127,21 @@ class Claiming:
                 self._finished(q, rid, answer[3])
         if retiring:
             self.reporter.put([rid for rid, _ in retiring])
+        if looks:
+            at = len(acked) + len(cycled)
+            self._note_best_waiting(queue, answers[at], answers[at + 1])
+        items = self._took(queue, [(rid, [i.token for i in olds]) for rid, olds in kept], kept_answers,
+                           claimed={i.token: i.claimed for _, olds in kept for i in olds})
         if queue not in cycled:
-            return []
+            return [], items
         wait_ms, *tokens = answers[len(acked) + cycled.index(queue)]
+        self._note_claim(queue, want, len(tokens))
         if wait_ms and not tokens:  # held back by a rate limit: look again when a start frees
             self._throttled[queue] = time.monotonic() + int(wait_ms) / 1000
         else:
             self._throttled.pop(queue, None)
-        return tokens
+        self._claimed_at = claimed_at
+        return tokens, items
 
     def _pipe_figures(self, pipe) -> None:
         """Throughput per minute (the dashboard's) and counters and histograms
@@ -135,7 +156,7 @@ class Claiming:
             stats.record(pipe, self.keys, q, **batch)
 
     def _flush(self) -> None:
-        self._cycle(self.queues[0], 0)
+        self._cycle(self.queues[0], 0)  # kept tokens go back
 
     def _take(self, queue: str, tokens: list[str]) -> list[Item]:
         """Take one item per token (one script call per request); tokens left
@@ -150,21 +171,32 @@ class Claiming:
                               [self.id, cfg.lease_ms, cfg.max_attempts, cfg.retention_ms, self.client.channel,
                                len(toks)])
         order = {t: i for i, t in enumerate(tokens)}
+        items = self._took(queue, list(by_rid.items()), self.scripts.execute(pipe))
+        items.sort(key=lambda item: order[item.token])  # claim order: priority, then round-robin
+        return items
+
+    def _took(self, queue: str, takes: list[tuple[str, list[str]]], answers: list,
+              claimed: dict[str, float] | None = None) -> list[Item]:
+        """Items from `take` answers, one call per (request id, tokens); each
+        token left without an item gets its release. `claimed`: when kept
+        tokens first came out of the queue (others: the last claim)."""
+        cfg = self.config(queue)
         items, releases = [], self._releases[queue]
-        for (rid, toks), got in zip(by_rid.items(), self.scripts.execute(pipe)):
+        for (rid, toks), got in zip(takes, answers):
             if isinstance(got, int):  # NOT_FOUND: created a moment ago elsewhere, or long gone
                 later = int(time.time() * 1000) + 1000
                 for t in toks:
                     releases += [t, "park", later]
                 self.upkeep.retire_if_stale(queue, rid)
                 continue
-            kind, wake_at, processor, dedup, own_limit, rest = (int(got[0]), int(got[1]), got[2], got[3], got[4],
-                                                                 got[5:])
+            kind, wake_at, processor, dedup, own_limit, priority, lean = got[:7]
+            kind, wake_at, rest = int(kind), int(wake_at), got[7:]
             limit = float(own_limit) if own_limit != "" else cfg.time_limit_seconds
             for n in range(0, len(rest), 4):
                 token = toks[n // 4]
+                at = claimed.get(token, self._claimed_at) if claimed else self._claimed_at
                 items.append(Item(queue, token, rid, rest[n], int(rest[n + 1]), rest[n + 2], int(rest[n + 3]),
-                                  processor, limit=limit))
+                                  processor, limit=limit, priority=int(priority), lean=lean == 1, claimed=at))
             if processor:
                 self._async_queue[queue] = self.executor.is_async(processor)
             left = toks[len(rest) // 4:]
@@ -176,9 +208,10 @@ class Claiming:
                 elif kind == 3:  # streamed request waiting for items: `add` wakes it (or a
                     # minute passes, in case the producer died between adding and waking)
                     releases += [t, "park", int(time.time() * 1000) + PARK_IDLE_MS]
+                elif kind == 5:  # a kept token that may not go on (keeping.py)
+                    releases += [t, "return", 0]
                 else:
                     releases += [t, "drop", 0]
-        items.sort(key=lambda item: order[item.token])  # claim order: priority, then round-robin
         for item in items:
             self._held[item.token] = item
         return items

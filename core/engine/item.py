@@ -42,6 +42,9 @@ class Item:
     attempt: int
     processor: str
     limit: float = 0.0  # seconds the item may run (0 = no limit)
+    priority: int = 0  # its request's, when taken
+    lean: bool = False  # its request is one item (nothing to go on with: keeping.py)
+    claimed: float = field(default_factory=time.monotonic)  # when its token came out of the queue (keeping.py)
     started: float = field(default_factory=time.time)
     state: int = WAITING
     kind: str = "thread"  # or "task" (an async processor on the event loop)

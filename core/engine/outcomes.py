@@ -54,7 +54,7 @@ class Outcomes:
         self._acks.setdefault(item.rid, (item.queue, []))[1].extend(
             [item.entry, item.index, outcome, text, retry_ms])
         self._acked.append(item)
-        self._releases[item.queue] += [item.token, "return", 0]
+        self._release_token(item, outcome)  # or keep it for the request's next item (keeping.py)
         self._count(item, outcome, took, ran)
 
     def _outcome(self, ran: Ran, cfg: QueueConfig) -> tuple[str, str]:

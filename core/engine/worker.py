@@ -38,6 +38,7 @@ from .config import QueueConfig
 from .connection import RETRYABLE
 from .executor import Executor
 from .item import Item, ItemContext, Ran
+from .keeping import Keeping
 from .leases import LeaseKeeper
 from .limits import encode
 from .outcomes import Outcomes
@@ -64,7 +65,7 @@ def transient(exc: BaseException) -> bool:
     return isinstance(exc, RETRYABLE) or errors.trouble(exc) is not None
 
 
-class Worker(Claiming, Outcomes):
+class Worker(Claiming, Keeping, Outcomes):
     def __init__(self, client: QueueClient, queues: list[str], processors: Processors, *, name: str = "",
                  burst: bool = False, heartbeat: float = 1.0, dead_after: float = 10.0,
                  aging_seconds: float | None = None, on_finish: Callable[[dict], None] | None = None,
@@ -105,6 +106,10 @@ class Worker(Claiming, Outcomes):
         self._acks: dict[str, tuple[str, list]] = {}  # request id -> (queue, flat outcome fields)
         self._acked: list[Item] = []  # items whose outcome is in _acks
         self._releases: dict[str, list] = {q: [] for q in self.queues}  # queue -> token, mode, until
+        self._kept: dict[str, list[Item]] = {}  # queue -> acknowledged items whose tokens are kept (keeping.py)
+        self._capped: dict[str, float] = {}  # queue -> until when its claims need not be tried again (keeping.py)
+        self._best_waiting: dict[str, int] = {}  # queue -> priority of its best waiting token (-1: none)
+        self._claimed_at = time.monotonic()  # when the last claim's round trip came back
         self._done: dict[str, list[int]] = {}  # queue -> [done, failed] since the last flush
         self._stats: dict[str, dict] = {}  # queue -> figures for core.engine.stats since the last flush
         self._figures_due = 0.0  # when _done and _stats go out next (claims.py, FIGURES_EVERY)
@@ -227,7 +232,7 @@ class Worker(Claiming, Outcomes):
 
     def _teardown(self) -> None:
         self._collect()
-        while self._acks or self._finishing or any(self._releases.values()):
+        while self._acks or self._finishing or self._kept or any(self._releases.values()):
             try:
                 self._flush()
             except redis.RedisError as exc:
