@@ -36,8 +36,10 @@ local function token_score(seq_key, priority)
 end
 
 -- Push up to n wake markers, keeping the list short when nobody waits on it.
-local function wake(wake_key, n)
+-- A marker is "1", or the id of a one-item request in the queue's slot, which
+-- the worker it wakes may take in the round trip that claims its token.
+local function wake(wake_key, n, marker)
   local room = 64 - redis.call('LLEN', wake_key)
   if n > room then n = room end
-  for _ = 1, n do redis.call('RPUSH', wake_key, 1) end
+  for _ = 1, n do redis.call('RPUSH', wake_key, marker or 1) end
 end

@@ -1,7 +1,10 @@
 --[[
   Shared helpers for the request-slot scripts, spliced in by an include line.
-  They expect KEYS[1..5] = meta, items, leases, results, dead of one request.
+  They work on R[1..5] = meta, items, leases, results, dead of one request:
+  KEYS, unless a script that serves several requests (of one slot) points R
+  at each one's keys in turn.
 ]]
+local R = KEYS
 local TERMINAL = {completed = true, failed = true, cancelled = true, expired = true}
 
 local function counts(meta)
@@ -26,18 +29,18 @@ local function publish_progress(meta, channel, now)
 end
 
 local function expire_all(retention_ms)
-  for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], retention_ms) end
+  for i = 1, 5 do redis.call('PEXPIRE', R[i], retention_ms) end
 end
 
 -- Close the request when every item has an outcome; true if it closed now.
 local function finish_if_done(now, retention_ms, channel)
-  local total, done, failed, expired, finalized, state = counts(KEYS[1])
+  local total, done, failed, expired, finalized, state = counts(R[1])
   if TERMINAL[state] or not finalized or done + failed + expired < total then return false end
   local final = 'completed'
   if failed > 0 then final = 'failed' elseif expired > 0 then final = 'expired' end
-  redis.call('HSET', KEYS[1], 'state', final, 'finished_at', now)
+  redis.call('HSET', R[1], 'state', final, 'finished_at', now)
   expire_all(retention_ms)
-  publish(KEYS[1], channel, now, 'finished')
+  publish(R[1], channel, now, 'finished')
   return true
 end
 
@@ -51,7 +54,7 @@ local function entry_fields(fields)
 end
 
 local function pending_info(id)
-  local p = redis.call('XPENDING', KEYS[2], 'g', id, id, 1)
+  local p = redis.call('XPENDING', R[2], 'g', id, id, 1)
   if #p == 0 then return nil end
   return p[1][2], tonumber(p[1][4]) -- consumer, delivery count
 end
@@ -70,9 +73,9 @@ end
 
 -- close a lean item with an outcome record (and a counter to add to, or nil)
 local function lean_close(id, idx, record, counter)
-  redis.call('HDEL', KEYS[2], 'h')
-  redis.call('HSET', KEYS[2], 'c', 1)
-  redis.call('ZREM', KEYS[3], id)
-  redis.call('HSET', KEYS[4], idx, record)
-  if counter then redis.call('HINCRBY', KEYS[1], counter, 1) end
+  redis.call('HDEL', R[2], 'h')
+  redis.call('HSET', R[2], 'c', 1)
+  redis.call('ZREM', R[3], id)
+  redis.call('HSET', R[4], idx, record)
+  if counter then redis.call('HINCRBY', R[1], counter, 1) end
 end

@@ -19,19 +19,15 @@
     -5  a request with this id exists already
 ]]
 --@include _common.lua
+--@include _request.lua
+--@include _create.lua
 if redis.call('EXISTS', KEYS[1]) == 1 then return -5 end -- EXISTS
 local now = now_ms()
 local first = 5 + 2 * tonumber(ARGV[4])
 local n = #ARGV - first + 1
-local args = {'created_at', now, 'finalized', ARGV[3], 'done', 0, 'failed', 0, 'expired', 0, 'total', n}
-for i = 5, first - 1 do args[#args + 1] = ARGV[i] end
-local delay, exp = tonumber(ARGV[1]), tonumber(ARGV[2])
-if delay > 0 then args[#args + 1] = 'not_before'; args[#args + 1] = now + delay end
-if exp > 0 then args[#args + 1] = 'expires_at'; args[#args + 1] = now + exp end
+local args = meta_fields(now, ARGV[3], n, ARGV, 5, first - 1, tonumber(ARGV[1]), tonumber(ARGV[2]))
 if n == 1 and ARGV[3] == '1' then
-  args[#args + 1] = 'lean'; args[#args + 1] = 1
-  redis.call('HSET', KEYS[1], unpack(args))
-  redis.call('HSET', KEYS[2], 'i', 0, 'p', ARGV[first], 'e', fmt(now) .. '-0', 'd', 0)
+  create_lean(args, ARGV[first], now)
   return 1
 end
 redis.call('HSET', KEYS[1], unpack(args))

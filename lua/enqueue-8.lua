@@ -28,29 +28,6 @@
     {3, id}        already registered (idempotent repeat)
 ]]
 --@include _common.lua
-local rid, p, c, dkey, delay = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
-local m = math.min(c, tonumber(ARGV[6]))
-
-if redis.call('HEXISTS', KEYS[3], rid) == 1 then return {3, rid} end
-if dkey ~= '' then
-  local other = redis.call('HGET', KEYS[5], dkey)
-  if other and redis.call('HEXISTS', KEYS[3], other) == 1 then return {2, other} end
-  redis.call('HSET', KEYS[5], dkey, rid)
-end
-
-local now = now_ms()
-redis.call('ZADD', KEYS[7], now, rid)
-if ARGV[8] ~= '' then redis.call('HSET', KEYS[8], 'lim:' .. rid, ARGV[8]) end
-if delay > 0 then
-  redis.call('HSET', KEYS[3], rid, req_value(p, c, m, 's'))
-  if ARGV[7] ~= '1' then redis.call('ZADD', KEYS[6], now + delay, rid) end
-  return {1, rid}
-end
-
-redis.call('HSET', KEYS[3], rid, req_value(p, c, m, 'q'))
-local seq = redis.call('INCRBY', KEYS[2], m) - m
-for k = 1, m do
-  redis.call('ZADD', KEYS[1], fmt((99 - p) * BAND + seq + k), rid .. '#' .. k)
-end
-wake(KEYS[4], m)
-return {0, rid}
+--@include _register.lua
+return register(KEYS, ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]),
+                ARGV[7] == '1', ARGV[8])

@@ -22,22 +22,5 @@
     1 retired now, 0 was not registered
 ]]
 --@include _common.lua
-local rid = ARGV[1]
-local _, _, m = parse_req(redis.call('HGET', KEYS[2], rid))
-if ARGV[2] ~= '' and redis.call('HGET', KEYS[6], ARGV[2]) == rid then
-  redis.call('HDEL', KEYS[6], ARGV[2])
-end
-redis.call('ZREM', KEYS[7], rid)
-redis.call('ZREM', KEYS[8], rid)
-redis.call('HDEL', KEYS[9], rid)
-redis.call('HDEL', KEYS[10], 'lim:' .. rid, 'n:' .. rid)
-if not m then return 0 end
-for k = 1, m do
-  local token = rid .. '#' .. k
-  redis.call('ZREM', KEYS[1], token)
-  redis.call('HDEL', KEYS[3], token)
-  redis.call('ZREM', KEYS[4], token)
-  redis.call('ZREM', KEYS[5], token)
-end
-redis.call('HDEL', KEYS[2], rid)
-return 1
+--@include _retire.lua
+return retire_request(KEYS, ARGV[1], ARGV[2])

@@ -49,7 +49,8 @@ def test_cluster_urls_list_startup_nodes_and_credentials():
 # -- key layout ---------------------------------------------------------------
 
 def test_requests_spread_over_all_masters(qc, r):
-    subs = [qc.submit("default", "echo", [i]) for i in range(300)]
+    """Requests of several items: one-item requests live in their queue's slot."""
+    subs = [qc.submit("default", "echo", [i, i]) for i in range(300)]
     per_master = collections.Counter(r.get_node_from_key(qc.keys.request(s.id).meta).name for s in subs)
     print("\nrequests per master:", dict(per_master))
     assert len(per_master) == 3
@@ -63,13 +64,13 @@ def test_each_request_and_each_queue_is_one_slot(qc, r):
     sub = qc.submit("default", "echo", [1, 2])
     rk, qk = qc.keys.request(sub.id), qc.keys.queue("default")
     assert len({key_slot(k.encode()) for k in rk.all()}) == 1
-    queue_keys = [qk.tokens, qk.seq, qk.held, qk.leases, qk.parked, qk.reqs, qk.sched, qk.dedup, qk.wake,
-                  qk.config, qk.index, qk.lastserved]
-    assert len({key_slot(k.encode()) for k in queue_keys}) == 1
+    assert len({key_slot(k.encode()) for k in qk.all_dispatch()}) == 1
+    one = qc.submit("default", "echo", [1])  # a one-item request: in its queue's slot
+    assert {key_slot(k.encode()) for k in qc.keys.request(one.id).all()} == {key_slot(qk.tokens.encode())}
 
 
 def test_scan_iter_finds_the_keys_of_every_master(qc, r):
-    ids = {qc.submit("default", "echo", [i]).id for i in range(60)}
+    ids = {qc.submit("default", "echo", [i, i]).id for i in range(60)}
     found = {k.split("{r:")[1].split("}")[0] for k in r.scan_iter(match=f"{qc.keys.prefix}:{{r:*}}:meta", count=500)}
     assert found == ids
 
@@ -112,7 +113,7 @@ def test_a_worker_serves_queues_in_several_slots(qc, r):
 def test_the_relay_subscriber_hears_requests_of_every_master(qc, r, redis_url):
     """The dashboard relay subscribes on one node (pubsub_client); plain
     PUBLISH from a script on any master reaches it."""
-    subs = [qc.submit("default", "echo", [i]) for i in range(30)]
+    subs = [qc.submit("default", "echo", [i, i]) for i in range(30)]
     masters = {r.get_node_from_key(qc.keys.request(s.id).meta).name for s in subs}
     assert len(masters) == 3
 

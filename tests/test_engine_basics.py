@@ -18,13 +18,17 @@ LUA = Path(scripts_mod.LUA_DIR)
 def test_every_script_has_a_header_naming_its_keys_and_output():
     for path in LUA.glob("[!_]*.lua"):
         text = path.read_text()
-        nkeys = int(re.search(r"-(\d+)\.lua$", path.name)[1])
+        m = re.search(r"-(\d+)(?:\+(\d+)n)?\.lua$", path.name)
+        nkeys, per = int(m[1]), int(m[2] or 0)
         assert text.startswith("--[["), path.name
         header = text.split("]]", 1)[0]
         assert "Output:" in header, path.name
         for i in range(1, nkeys + 1):
             assert f"KEYS[{i}]" in header or f"KEYS[1..{nkeys}]" in header, (path.name, i)
-        assert f"KEYS[{nkeys + 1}]" not in text, path.name
+        if per:  # n groups of `per` keys, each named: KEYS[...{per}j+1..{per}j+{per}]
+            assert f"{per}j+1.." in header and f"{per}j+{per}]" in header, path.name
+        else:
+            assert f"KEYS[{nkeys + 1}]" not in text, path.name
 
 
 def test_scripts_never_build_key_names():

@@ -7,8 +7,10 @@ import random
 import time
 
 import pytest
+from redis.crc import key_slot
 
 from core.engine.config import QueueConfig
+from core.engine.keys import slot_tag
 from tests.engine_helpers import burst, dispatch_is_empty, wait_for
 
 pytestmark = pytest.mark.timeout(120)
@@ -28,6 +30,31 @@ def claim(qc, queue, worker, want, workers=1):
     cfg = qc.queue_config(queue)
     return qc.scripts("cycle", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked, qk.wake, qk.config,
                                 qk.lastserved, qk.rate, qk.ratelog], [worker, cfg.lease_ms, want, 0, workers])[1:]
+
+
+# -- where a one-item request lives ----------------------------------------------
+
+def test_a_one_item_request_lives_in_its_queue_slot_and_others_in_their_own(qc):
+    slot = {key_slot(k.encode()) for k in qc.keys.queue("default").all_dispatch()}
+    one = qc.submit("default", "echo", ["x"])
+    assert qc.keys.in_queue_slot(one.id) and one.id.endswith("-" + slot_tag("default"))
+    assert {key_slot(k.encode()) for k in qc.keys.request(one.id).all()} == slot
+    two = qc.submit("default", "echo", ["x", "y"])
+    far = qc.submit("default", "echo", ["z"], delay=3600)  # waits in a schedule shard: its own slot
+    for sub in (two, far):
+        assert not qc.keys.in_queue_slot(sub.id)
+        assert len({key_slot(k.encode()) for k in qc.keys.request(sub.id).all()}) == 1
+    assert qc.status(one.id)["total"] == 1 and qc.status(far.id)["state"] == "scheduled"
+
+
+def test_a_duplicate_one_item_submission_creates_nothing(qc):
+    first = qc.submit("default", "echo", ["same"])
+    size = qc.redis.dbsize()
+    again = qc.submit("default", "echo", ["same"])
+    assert (again.id, again.duplicate) == (first.id, True)
+    assert qc.redis.dbsize() == size
+    burst(qc)
+    assert qc.status(first.id)["state"] == "completed" and dispatch_is_empty(qc)
 
 
 # -- many priority levels -------------------------------------------------------

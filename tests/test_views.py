@@ -340,8 +340,8 @@ def take_without_ack(eng, queue, wid):
 
     w = Worker(eng, [queue], Processors({}), install_signals=False)
     w.id = wid
-    tokens = w._cycle(queue, 1)
-    items = w._take(queue, tokens) if tokens else []
+    tokens, items = w._cycle(queue, 1)
+    items += w._take(queue, tokens) if tokens else []
     assert items, "nothing to take"
     return items[0].rid, items[0].entry
 

@@ -91,11 +91,7 @@ class Claiming:
             qk = self.keys.queue(q)
             self.scripts.pipe(pipe, "retire", [qk.tokens, qk.reqs, qk.held, qk.leases, qk.parked, qk.dedup, qk.sched,
                                                qk.index, qk.lastserved, qk.rate], [rid, dedup])
-        acked = list(self._acks.items())
-        for rid, (q, fields) in acked:
-            cfg = self.config(q)
-            self.scripts.pipe(pipe, "ack", self.keys.request(rid).all(),
-                              [self.id, cfg.retention_ms, self.client.channel, *fields])
+        acked = self._pipe_acks(pipe)
         kept = self._pipe_kept(pipe, queue, go_on)
         cycled = [q for q in self.queues if (q == queue and want is not None) or self._releases[q]]
         figures = want == 0 or time.monotonic() >= self._figures_due  # at most once a second, and when idle
@@ -106,29 +102,38 @@ class Claiming:
                                               qk.config, qk.lastserved, qk.rate, qk.ratelog],
                               [self.id, self.config(q).lease_ms, want if q == queue else 0,
                                1 if self.aging_ms else 0, self._live_workers, *self._releases[q]])
+        hint = self._hints.pop(queue, None) if want and queue in cycled else None
+        if hint:  # woken for this one-item request: take it in this round trip if the claim gets its token
+            self._pipe_take_lean(pipe, queue, [(hint, [f"{hint}#1"])])
         looks = queue in cycled and self._fast(queue)
         if looks:
             self._pipe_best_waiting(pipe, queue)
         if figures:
             self._pipe_figures(pipe)
-        answers = self.scripts.execute(pipe)[len(retiring):]
+        answers = self._spread_acks(self.scripts.execute(pipe)[len(retiring):], acked)
         after_acks = len(acked) + len(kept)
         kept_answers, answers = answers[len(acked):after_acks], answers[:len(acked)] + answers[after_acks:]
         claimed_at = time.monotonic()
         for item in self._acked:
             self._held.pop(item.token, None)
-        self._acks, self._acked, self._finishing = {}, [], {}
+        deferred = self._deferred  # one-item requests' tokens, released as their acks answered (keeping.py)
+        self._acks, self._acked, self._deferred, self._finishing = {}, [], [], {}
         if figures:
             self._done, self._stats, self._figures_due = {}, {}, time.monotonic() + FIGURES_EVERY
         for q in cycled:
             self._releases[q] = []
+        closed = []  # requests the round trip closed and retired (ack_lean)
         for (rid, (q, _)), answer in zip(acked, answers):
             if int(answer[0]) == 1:
-                self._finished(q, rid, answer[3])
-        if retiring:
-            self.reporter.put([rid for rid, _ in retiring])
+                if self.keys.in_queue_slot(rid):
+                    closed.append(rid)
+                else:
+                    self._finished(q, rid, answer[3])
+        self._after_acks(deferred, closed)
+        if retiring or closed:
+            self.reporter.put([rid for rid, _ in retiring] + closed)
+        at = len(acked) + len(cycled) + (1 if hint else 0)
         if looks:
-            at = len(acked) + len(cycled)
             self._note_best_waiting(queue, answers[at], answers[at + 1])
         items = self._took(queue, [(rid, [i.token for i in olds]) for rid, olds in kept], kept_answers,
                            claimed={i.token: i.claimed for _, olds in kept for i in olds})
@@ -141,7 +146,44 @@ class Claiming:
         else:
             self._throttled.pop(queue, None)
         self._claimed_at = claimed_at
+        if hint and f"{hint}#1" in tokens:  # claimed, and taken already
+            tokens.remove(f"{hint}#1")
+            items += self._took(queue, [(hint, [f"{hint}#1"])], answers[at - 1])
         return tokens, items
+
+    def _pipe_acks(self, pipe) -> list[tuple[str, tuple[str, list]]]:
+        """Outcomes waiting to reach Redis, on the pipeline: one `ack` per
+        request, and one `ack_lean` per queue for its one-item requests in
+        its slot (which also retires those it closes). Returns the requests
+        in the order of their answers once `_spread_acks` has spread them."""
+        acked, lean = [], {}
+        for rid, (q, fields) in self._acks.items():
+            if self.keys.in_queue_slot(rid):
+                lean.setdefault(q, []).append((rid, (q, fields)))
+                continue
+            cfg = self.config(q)
+            self.scripts.pipe(pipe, "ack", self.keys.request(rid).all(),
+                              [self.id, cfg.retention_ms, self.client.channel, *fields])
+            acked.append((rid, (q, fields)))
+        self._lean_acks = [len(group) for group in lean.values()]
+        for q, group in lean.items():
+            qk, cfg = self.keys.queue(q), self.config(q)
+            keys = [qk.tokens, qk.reqs, qk.held, qk.leases, qk.parked, qk.dedup, qk.sched, qk.index, qk.lastserved,
+                    qk.rate]
+            args = [self.id, cfg.retention_ms, self.client.channel]
+            for rid, (_, fields) in group:
+                keys += self.keys.request(rid).all()
+                args += [rid, len(fields) // 5, *fields]
+            self.scripts.pipe(pipe, "ack_lean", keys, args)
+            acked += group
+        return acked
+
+    def _spread_acks(self, answers: list, acked: list) -> list:
+        """`answers` with each ack_lean answer (a list, one per request)
+        spread out, so there is one answer per request of `acked`."""
+        plain = len(acked) - sum(self._lean_acks)
+        calls = plain + len(self._lean_acks)
+        return answers[:plain] + [a for group in answers[plain:calls] for a in group] + answers[calls:]
 
     def _pipe_figures(self, pipe) -> None:
         """Throughput per minute (the dashboard's) and counters and histograms
@@ -166,14 +208,28 @@ class Claiming:
         for token in tokens:
             by_rid.setdefault(token.rpartition("#")[0], []).append(token)
         pipe = self.redis.pipeline(transaction=False)
-        for rid, toks in by_rid.items():
-            self.scripts.pipe(pipe, "take", self.keys.request(rid).all(),
-                              [self.id, cfg.lease_ms, cfg.max_attempts, cfg.retention_ms, self.client.channel,
-                               len(toks)])
+        args = [self.id, cfg.lease_ms, cfg.max_attempts, cfg.retention_ms, self.client.channel]
+        lean = [(rid, toks) for rid, toks in by_rid.items() if len(toks) == 1 and self.keys.in_queue_slot(rid)]
+        takes = [(rid, toks) for rid, toks in by_rid.items() if len(toks) > 1 or not self.keys.in_queue_slot(rid)]
+        for rid, toks in takes:
+            self.scripts.pipe(pipe, "take", self.keys.request(rid).all(), [*args, len(toks)])
+        if lean:  # one-item requests in the queue's slot: one call for all
+            self._pipe_take_lean(pipe, queue, lean)
+        answers = self.scripts.execute(pipe)
+        if lean:
+            answers = answers[:-1] + answers[-1]
         order = {t: i for i, t in enumerate(tokens)}
-        items = self._took(queue, list(by_rid.items()), self.scripts.execute(pipe))
+        items = self._took(queue, takes + lean, answers)
         items.sort(key=lambda item: order[item.token])  # claim order: priority, then round-robin
         return items
+
+    def _pipe_take_lean(self, pipe, queue: str, lean: list[tuple[str, list[str]]]) -> None:
+        """One `take_lean` call for one-item requests of `queue`'s slot, one
+        token each (which it checks this worker holds)."""
+        cfg, qk = self.config(queue), self.keys.queue(queue)
+        self.scripts.pipe(pipe, "take_lean", [qk.held, *(k for rid, _ in lean for k in self.keys.request(rid).all())],
+                          [self.id, cfg.lease_ms, cfg.max_attempts, cfg.retention_ms, self.client.channel,
+                           *(toks[0] for _, toks in lean)])
 
     def _took(self, queue: str, takes: list[tuple[str, list[str]]], answers: list,
               claimed: dict[str, float] | None = None) -> list[Item]:

@@ -20,7 +20,7 @@ import redis
 from . import ratelimit, schedule, webhook_store
 from .config import MAX_CONCURRENCY, QueueConfig
 from .errors import QueueError
-from .keys import GROUP, Keys, QueueKeys, RequestKeys
+from .keys import GROUP, Keys, QueueKeys, RequestKeys, slot_tag
 from .limits import check_dedup_key, check_text, payloads as checked_payloads
 from .reads import TERMINAL, Reads, parse_status
 from .scripts import Code, Scripts, ScriptError, check
@@ -39,9 +39,11 @@ class Submission:
     scheduled: bool = False
 
 
-def new_request_id() -> str:
-    """Sortable by creation time (ms, hex) with random bits against collisions."""
-    return f"{int(time.time() * 1000):011x}{secrets.token_hex(3)}"
+def new_request_id(queue: str | None = None) -> str:
+    """Sortable by creation time (ms, hex) with random bits against collisions;
+    with a queue, for a one-item request made in the queue's slot (keys.py)."""
+    rid = f"{int(time.time() * 1000):011x}{secrets.token_hex(3)}"
+    return f"{rid}-{slot_tag(queue)}" if queue else rid
 
 
 def default_dedup_key(processor: str, payloads: list[str]) -> str:
@@ -144,7 +146,8 @@ class QueueClient(Steering, Reads):
         delay_ms, expires_ms = _ms(delay, "delay"), _ms(expires_in or 0, "expiry")
         if dedup and dedup_key is None:
             dedup_key = default_dedup_key(processor, payloads)
-        rid = request_id or new_request_id()
+        lean = len(payloads) == 1 and not request_id and not schedule.is_far(delay_ms)
+        rid = request_id or new_request_id(queue if lean else None)
         rk = self.keys.request(rid)
         meta = dict(id=rid, queue=queue, processor=processor, priority=priority, concurrency=concurrency,
                     state="scheduled" if delay_ms else "queued", dedup_key=(dedup_key or "") if dedup else "")
@@ -155,6 +158,8 @@ class QueueClient(Steering, Reads):
             meta["then"] = json.dumps(then)
         if parent:
             meta["parent"] = parent
+        if lean:
+            return self._submit_one(queue, rk, meta, payloads[0], delay_ms, expires_ms, rate, then, callback_url)
         first, rest = payloads[:CHUNK], payloads[CHUNK:]
         pipe = self.redis.pipeline(transaction=False)
         self.scripts.pipe(pipe, "create", [rk.meta, rk.items],
@@ -180,6 +185,31 @@ class QueueClient(Steering, Reads):
         if callback_url:
             webhook_store.watch(self, rid)
         return self._enqueued(rid, answers[-1])
+
+    def _submit_one(self, queue: str, rk: RequestKeys, meta: dict, payload: str, delay_ms: int, expires_ms: int,
+                    rate, then, callback_url) -> Submission:
+        """A one-item request, made in its queue's slot: created and registered
+        by one script (nothing is created for a duplicate)."""
+        qk = self.keys.queue(queue)
+        pipe = self.redis.pipeline(transaction=False)
+        self.scripts.pipe(pipe, "submit_one", [rk.meta, rk.items, qk.tokens, qk.seq, qk.reqs, qk.wake, qk.dedup,
+                                               qk.sched, qk.index, qk.rate],
+                          [rk.rid, meta["priority"], meta["concurrency"], meta["dedup_key"], delay_ms, expires_ms, 0,
+                           rate.spec if rate else "", *_fields(meta), payload])
+        if then:
+            pipe.zadd(self.keys.chains, {rk.rid: int(time.time() * 1000)})  # until its follow-up exists
+        try:
+            answer = check("submit_one", self.scripts.execute(pipe)[0])
+        except redis.RedisError:
+            self._undo_submit(queue, rk.rid, meta["dedup_key"])
+            raise
+        if int(answer[0]) == 2:
+            if then:
+                self.redis.zrem(self.keys.chains, rk.rid)
+            return Submission(answer[1], duplicate=True)
+        if callback_url:
+            webhook_store.watch(self, rk.rid)
+        return Submission(rk.rid, scheduled=int(answer[0]) == 1)
 
     def _then(self, then: dict | None, queue: str) -> dict | None:
         """A checked `then`, whose processor and queue must exist now."""

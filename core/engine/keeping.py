@@ -33,7 +33,12 @@ KEEP_WINDOW = BATCH_WINDOW  # seconds a token may be kept since it was claimed f
 class Keeping:
     def _release_token(self, item: Item, outcome: str) -> None:
         """After an outcome: keep the item's token for its request's next item,
-        or give it back with the next round trip."""
+        or give it back with the next round trip. A one-item request's token
+        waits for its acknowledgement's answer (`_after_acks`), unless it is
+        to retry (the request goes on)."""
+        if item.lean and outcome != "retry":
+            self._deferred.append(item)
+            return
         if self._may_keep(item, outcome):
             self._kept.setdefault(item.queue, []).append(item)
         else:
@@ -44,6 +49,19 @@ class Keeping:
                 and time.monotonic() - item.claimed < KEEP_WINDOW
                 and self._best_waiting.get(item.queue, MAX_PRIORITY) < item.priority
                 and not self._stop.is_set() and not self._leaving and self._fast(item.queue))
+
+    def _after_acks(self, acked: list[Item], closed: list[str]) -> None:
+        """Release the tokens of one-item requests once their acknowledgement
+        answered: dropped when it closed the request (retired in the next round
+        trip), else given back; nothing to do for those `ack_lean` closed and
+        retired (`closed`). Given back at once, the token of a finished
+        request would wait in the queue until it is retired, and wake an idle
+        worker to claim it for nothing."""
+        retired = set(closed)
+        for item in acked:
+            if item.rid not in retired:
+                mode = "drop" if item.rid in self._finishing else "return"
+                self._releases[item.queue] += [item.token, mode, 0]
 
     def _pipe_kept(self, pipe, queue: str, go_on: bool) -> list[tuple[str, list[Item]]]:
         """Takes for the tokens kept in `queue` (when `go_on`, within their

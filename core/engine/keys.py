@@ -6,19 +6,50 @@ Keys carry a hash tag so that each Lua script touches one cluster slot:
   their leases, parked tokens, active requests, the schedule, de-dup index,
   wake list and configuration. Every worker serving the queue polls these.
 * ``{r:ID}`` — one request: its meta hash, item stream, item leases, results
-  and dead letters.
+  and dead letters. A one-item request submitted without a fixed id is made
+  in its queue's slot instead (``ID-TAG``, TAG a short string of the
+  queue's slot, `slot_tag`): one script creates and registers it, and a
+  worker takes and acknowledges many of them in one call each
+  (take_lean, ack_lean).
 * ``{periodic}`` — periodic requests: definitions, due times, claims and
   state (core/engine/periodic.py).
 
 Global keys (no tag) are only ever used by single-key commands.
 """
+import itertools
+import re
+import string
+from binascii import crc_hqx
 from dataclasses import dataclass
+from functools import lru_cache
 
 # Token scores: (99 - priority) * PRIORITY_BAND + sequence, so ZPOPMIN serves
 # the highest priority first and, within a priority, the token returned first.
 PRIORITY_BAND = 2**44
 MAX_PRIORITY = 99
 GROUP = "g"  # the consumer group of every request stream
+SLOTS = 16384
+TAG_CHARS = string.digits + string.ascii_letters
+IN_QUEUE_SLOT = re.compile(r"^[0-9a-f]{17}-([0-9A-Za-z]{1,4})$")  # a one-item request id in its queue's slot
+
+
+def slot(tag: str) -> int:
+    """The cluster slot of a hash tag (CRC16/XMODEM, as Redis computes it)."""
+    return crc_hqx(tag.encode(), 0) % SLOTS
+
+
+@lru_cache(maxsize=4096)
+def slot_tag(queue: str) -> str:
+    """The shortest string (first in TAG_CHARS order) whose slot is that of
+    the queue's tag `q:NAME`: request ids carry it, so their keys are in the
+    queue's slot. About 16,000 CRCs once per queue and process (milliseconds)."""
+    target = slot(f"q:{queue}")
+    for length in range(1, 5):
+        for chars in itertools.product(TAG_CHARS, repeat=length):
+            tag = "".join(chars)
+            if slot(tag) == target:
+                return tag
+    raise AssertionError("every slot has a tag of at most 4 characters")  # 62**3 tags cover 16384 slots
 
 
 @dataclass(frozen=True)
@@ -89,13 +120,21 @@ class QueueKeys:
         return self._k("ratelog")
 
 
+    def all_dispatch(self) -> list[str]:
+        """The keys of the queue's slot (all but the schedule shards)."""
+        return [self.tokens, self.seq, self.held, self.leases, self.parked, self.reqs, self.sched, self.dedup,
+                self.wake, self.config, self.index, self.lastserved, self.rate, self.ratelog]
+
+
 @dataclass(frozen=True)
 class RequestKeys:
     prefix: str
     rid: str
+    tag: str  # r:ID, or for a request in its queue's slot the queue's slot tag (see slot_tag)
 
     def _k(self, suffix: str) -> str:
-        return f"{self.prefix}:{{r:{self.rid}}}:{suffix}"
+        return f"{self.prefix}:{{{self.tag}}}:{self.rid}:{suffix}" if self.tag[:2] != "r:" else \
+            f"{self.prefix}:{{{self.tag}}}:{suffix}"
 
     @property
     def meta(self) -> str:  # HASH state, counters, timings, settings
@@ -155,7 +194,18 @@ class Keys:
         return QueueKeys(self.prefix, name)
 
     def request(self, rid: str) -> RequestKeys:
-        return RequestKeys(self.prefix, rid)
+        m = IN_QUEUE_SLOT.match(rid)
+        return RequestKeys(self.prefix, rid, m[1] if m else f"r:{rid}")
+
+    def meta_patterns(self, queue: str) -> tuple[str, str]:
+        """SORT GET patterns (`*` = a request id) of the meta hashes of a
+        queue's requests: in their own slot, and one-item ones in the queue's."""
+        return f"{self.prefix}:{{r:*}}:meta", f"{self.prefix}:{{{slot_tag(queue)}}}:*:meta"
+
+    @staticmethod
+    def in_queue_slot(rid: str) -> bool:
+        """A one-item request made in its queue's slot (see slot_tag)."""
+        return IN_QUEUE_SLOT.match(rid) is not None
 
     @property
     def periodic(self) -> PeriodicKeys:

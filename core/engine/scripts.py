@@ -1,7 +1,9 @@
 """The registry of Lua scripts in ``lua/``.
 
-Each file is ``name-N.lua`` where N is its number of KEYS; the registry is
-built from the directory listing and each call is checked against N. Calls go
+Each file is ``name-N.lua`` where N is its number of KEYS, or
+``name-N+Pn.lua`` for a script that serves n >= 1 groups of P keys after N
+fixed ones (several requests of one slot); the registry is built from the
+directory listing and each call's key count is checked. Calls go
 through redis-py ``Script`` objects (EVALSHA, falling back on NOSCRIPT).
 Files starting with ``_`` hold shared helpers: a line ``--@include _x.lua``
 is replaced by that file's text when the script is loaded.
@@ -17,7 +19,7 @@ from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 LUA_DIR = Path(__file__).resolve().parents[2] / "lua"
-_NAME = re.compile(r"^(?P<name>[a-z_]+)-(?P<nkeys>\d+)\.lua$")
+_NAME = re.compile(r"^(?P<name>[a-z_]+)-(?P<nkeys>\d+)(?:\+(?P<per>\d+)n)?\.lua$")
 _INCLUDE = re.compile(r"^--@include (?P<file>_[a-z_]+\.lua)$", re.M)
 
 
@@ -47,10 +49,10 @@ class Scripts:
         for path in sorted(lua_dir.glob("[!_]*.lua")):
             m = _NAME.match(path.name)
             if not m:
-                raise ValueError(f"lua/{path.name}: name must be name-NKEYS.lua")
+                raise ValueError(f"lua/{path.name}: name must be name-NKEYS.lua or name-NKEYS+PERn.lua")
             name = m["name"]
             self._scripts[name] = redis.register_script(resolve(path))
-            self._nkeys[name] = int(m["nkeys"])
+            self._nkeys[name] = (int(m["nkeys"]), int(m["per"] or 0))
         try:
             self.load()
         except (ConnectionError, TimeoutError, RedisConnectionError, RedisTimeoutError):
@@ -64,9 +66,15 @@ class Scripts:
     def names(self) -> list[str]:
         return sorted(self._scripts)
 
+    def _check_keys(self, name: str, keys: list[str]) -> None:
+        fixed, per = self._nkeys[name]
+        extra = len(keys) - fixed
+        if (extra != 0) if not per else (extra <= 0 or extra % per):
+            wanted = f"{fixed} + {per}n (n >= 1)" if per else str(fixed)
+            raise TypeError(f"{name} takes {wanted} keys, got {len(keys)}")
+
     def __call__(self, name: str, keys: list[str], args: list, client=None):
-        if len(keys) != self._nkeys[name]:
-            raise TypeError(f"{name} takes {self._nkeys[name]} keys, got {len(keys)}")
+        self._check_keys(name, keys)
         result = self._scripts[name](keys=keys, args=args, client=client)
         if isinstance(result, int) and result < 0:
             raise ScriptError(name, Code(result))
@@ -76,8 +84,7 @@ class Scripts:
         """Queue a script call (EVALSHA) on a pipeline run by `execute`; the
         caller checks the result. Unlike redis-py's own pipelined scripts, this
         costs no SCRIPT EXISTS round trip per pipeline."""
-        if len(keys) != self._nkeys[name]:
-            raise TypeError(f"{name} takes {self._nkeys[name]} keys, got {len(keys)}")
+        self._check_keys(name, keys)
         pipe.evalsha(self._scripts[name].sha, len(keys), *keys, *args)
         if not hasattr(pipe, "_qa_calls"):
             pipe._qa_calls = {}

@@ -105,6 +105,10 @@ class Worker(Claiming, Keeping, Outcomes):
         # acknowledgements and token releases wait here for the next dispatch round trip
         self._acks: dict[str, tuple[str, list]] = {}  # request id -> (queue, flat outcome fields)
         self._acked: list[Item] = []  # items whose outcome is in _acks
+        self._deferred: list[Item] = []  # of which one-item requests' items whose token waits for the answer
+        self._wake_keys = {self.keys.queue(q).wake: q for q in self.queues}
+        self._hints: dict[str, str] = {}  # queue -> a one-item request whose wake marker woke this worker
+        self._lean_acks: list[int] = []  # requests per ack_lean call in the round trip being built (claims.py)
         self._releases: dict[str, list] = {q: [] for q in self.queues}  # queue -> token, mode, until
         self._kept: dict[str, list[Item]] = {}  # queue -> acknowledged items whose tokens are kept (keeping.py)
         self._capped: dict[str, float] = {}  # queue -> until when its claims need not be tried again (keeping.py)
@@ -272,7 +276,9 @@ class Worker(Claiming, Keeping, Outcomes):
         if self.executor.busy():
             self._wakeup.wait(min(timeout, BUSY_POLL))
         else:
-            self.redis.blpop([self.keys.queue(q).wake for q in self.queues], timeout=timeout)
+            woke = self.redis.blpop(list(self._wake_keys), timeout=timeout)
+            if woke and self.keys.in_queue_slot(woke[1]):  # a one-item request's id: a hint (claims.py)
+                self._hints[self._wake_keys[woke[0]]] = woke[1]
 
     # -- leases ---------------------------------------------------------------
 

@@ -104,30 +104,34 @@ def queue_names() -> list[str]:
     return sorted(names)
 
 
-def _bulk_meta(index_key: str, request_key) -> list[tuple[str, dict]]:
-    """(id, counters) of every request in a queue's index zset, in one command."""
-    r = rdb()
-    sample = request_key("*")
-    gets = ["#"] + [f"{sample}->{f}" for f in META_FIELDS]
+def live_meta(queue: str, fields: list[str]) -> list[tuple[str, list]]:
+    """(id, values of `fields`) of every live request of a queue (its index
+    zset), in one SORT whose GETs go through both layouts of a request's keys
+    (its own slot, or its queue's for a one-item request: core/engine/keys.py);
+    on Redis Cluster (no GET across slots), a pipeline of HMGETs."""
+    r, k = rdb(), keys()
+    index = k.queue(queue).index
+    own, in_queue = k.meta_patterns(queue)
+    gets = ["#"] + [f"{p}->{f}" for p in (own, in_queue) for f in fields]
     try:
-        flat = r.sort(index_key, by="nosort", get=gets)
+        flat = r.sort(index, by="nosort", get=gets)
     except redis_lib.RedisError:  # Redis Cluster: no GET across slots (CROSSSLOT)
-        rids = r.zrange(index_key, 0, -1)
+        rids = r.zrange(index, 0, -1)
         pipe = r.pipeline(transaction=False)
         for rid in rids:
-            pipe.hmget(request_key(rid), *META_FIELDS)
-        flat = []
-        for rid, values in zip(rids, pipe.execute()):
-            flat.append(rid)
-            flat.extend(values)
-    width = len(gets)
-    out = []
+            pipe.hmget(k.request(rid).meta, *fields)
+        return list(zip(rids, pipe.execute()))
+    n, width, out = len(fields), len(gets), []
     for i in range(0, len(flat), width):
-        row = flat[i:i + width]
-        if row[0] is None or row[1] is None:  # meta gone (cleaned up meanwhile)
-            continue
-        out.append((row[0], dict(zip(META_FIELDS, row[1:]))))
+        rid = flat[i]
+        out.append((rid, flat[i + 1 + n:i + width] if k.in_queue_slot(rid or "") else flat[i + 1:i + 1 + n]))
     return out
+
+
+def _bulk_meta(queue: str) -> list[tuple[str, dict]]:
+    """(id, counters) of every live request of a queue, in one command."""
+    return [(rid, dict(zip(META_FIELDS, values))) for rid, values in live_meta(queue, META_FIELDS)
+            if rid is not None and values[0] is not None]  # else its meta is gone (cleaned up meanwhile)
 
 
 def _float_or(v, default: float) -> float:

@@ -15,11 +15,10 @@ Redis (from the database's history, newest 2,000).
 """
 from __future__ import annotations
 
-import redis as redis_lib
 
 from core.engine.reads import parse_item
 
-from .base import Page, _int, _loads, _payload, client, keys, queue_names, rdb
+from .base import Page, _int, _loads, _payload, client, keys, live_meta, queue_names, rdb
 
 LEGACY_SCORE = 10**11  # scores above this are times in ms (before dead letters were scored by index)
 HISTORY_CANDIDATES = 2000
@@ -27,19 +26,8 @@ HISTORY_CANDIDATES = 2000
 
 def _live_failed(queue: str) -> list[str]:
     """Live requests of a queue with failed items not all discarded: one SORT."""
-    r, k = rdb(), keys()
-    index = k.queue(queue).index
-    sample = k.request("*").meta
-    try:
-        flat = r.sort(index, by="nosort", get=["#", f"{sample}->failed", f"{sample}->discarded"])
-    except redis_lib.RedisError:  # Redis Cluster: no GET across slots (CROSSSLOT)
-        rids = r.zrange(index, 0, -1)
-        pipe = r.pipeline(transaction=False)
-        for rid in rids:
-            pipe.hmget(k.request(rid).meta, "failed", "discarded")
-        flat = [v for rid, pair in zip(rids, pipe.execute()) for v in (rid, *pair)]
-    return [flat[i] for i in range(0, len(flat), 3)
-            if flat[i] and _int(flat[i + 1]) - _int(flat[i + 2]) > 0]
+    return [rid for rid, (failed, discarded) in live_meta(queue, ["failed", "discarded"])
+            if rid and _int(failed) - _int(discarded) > 0]
 
 
 def candidates(queue: str | None = None, request: str | None = None) -> dict[str, str]:

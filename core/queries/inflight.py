@@ -33,7 +33,7 @@ def _candidates(queue: str | None) -> list[tuple[str, str, dict]]:
     k = keys()
     out = []
     for name in ([queue] if queue else queue_names()):
-        for rid, m in _bulk_meta(k.queue(name).index, lambda rid: k.request(rid).meta):
+        for rid, m in _bulk_meta(name):
             if m["state"] == "running" or (m["state"] not in TERMINAL and _int(m["done"]) + _int(m["failed"])):
                 out.append((name, rid, m))
     out.sort(key=lambda c: c[1], reverse=True)

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import time
 
-import redis as redis_lib
-
 from core.engine import ratelimit
 from core.engine.client import TERMINAL
 
-from .base import _int, keys, queue_names, rdb
+from .base import _int, keys, live_meta, queue_names, rdb
 from .workers import workers
 
 THROUGHPUT_MINUTES = 15
@@ -18,18 +16,10 @@ THROUGHPUT_MINUTES = 15
 OVERVIEW_FIELDS = ("total", "done", "failed", "priority", "state", "discarded")
 
 
-def _queue_counters(index_key: str, request_key) -> list:
+def _queue_counters(queue: str) -> list:
     """Flat [total, done, failed, priority, state, discarded, ...] of every live request of
-    a queue: one SORT with GETs (no per-request round trips, no ids needed)."""
-    r = rdb()
-    sample = request_key("*")
-    try:
-        return r.sort(index_key, by="nosort", get=[f"{sample}->{f}" for f in OVERVIEW_FIELDS])
-    except redis_lib.RedisError:  # Redis Cluster: no GET across slots (CROSSSLOT)
-        pipe = r.pipeline(transaction=False)
-        for rid in r.zrange(index_key, 0, -1):
-            pipe.hmget(request_key(rid), *OVERVIEW_FIELDS)
-        return [v for values in pipe.execute() for v in values]
+    a queue: one SORT with GETs (no per-request round trips)."""
+    return [v for _, values in live_meta(queue, OVERVIEW_FIELDS) for v in values]
 
 
 def queue_overview(name: str, held_tokens: list[str], config: dict) -> dict:
@@ -38,7 +28,7 @@ def queue_overview(name: str, held_tokens: list[str], config: dict) -> dict:
     = their failed count minus the discarded ones."""
     r, k = rdb(), keys()
     qk = k.queue(name)
-    flat = _queue_counters(qk.index, lambda rid: k.request(rid).meta)
+    flat = _queue_counters(name)
     by_priority: dict[int, int] = {}
     scheduled = failed_live = running = queued = sched_requests = 0
     terminal = set(TERMINAL)

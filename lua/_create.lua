@@ -1,0 +1,19 @@
+--[[
+  Creating a request, shared by create-2 and submit_one: its meta hash's
+  fields, and the hashes of a lean request (one item: see _request.lua) at
+  R[1] (meta) and R[2] (items).
+]]
+-- The meta fields: counters, then A[first..last] (field, value, ...), then the times.
+local function meta_fields(now, finalized, total, A, first, last, delay, exp)
+  local args = {'created_at', now, 'finalized', finalized, 'done', 0, 'failed', 0, 'expired', 0, 'total', total}
+  for i = first, last do args[#args + 1] = A[i] end
+  if delay > 0 then args[#args + 1] = 'not_before'; args[#args + 1] = now + delay end
+  if exp > 0 then args[#args + 1] = 'expires_at'; args[#args + 1] = now + exp end
+  return args
+end
+
+local function create_lean(args, payload, now)
+  args[#args + 1] = 'lean'; args[#args + 1] = 1
+  redis.call('HSET', R[1], unpack(args))
+  redis.call('HSET', R[2], 'i', 0, 'p', payload, 'e', fmt(now) .. '-0', 'd', 0)
+end

@@ -1,0 +1,34 @@
+--[[
+  Registering a created request with its queue: the body of enqueue-8, and
+  of submit_one, which creates a one-item request and registers it in one
+  call. Q[1..8] are enqueue-8's KEYS; the arguments are its ARGV (tokens:
+  the most tokens to make, far: true when the ready time is in a schedule
+  shard; marker: the wake marker, see _common.lua); returns its answer.
+]]
+local function register(Q, rid, p, c, dkey, delay, tokens, far, rate, marker)
+  local m = math.min(c, tokens)
+
+  if redis.call('HEXISTS', Q[3], rid) == 1 then return {3, rid} end
+  if dkey ~= '' then
+    local other = redis.call('HGET', Q[5], dkey)
+    if other and redis.call('HEXISTS', Q[3], other) == 1 then return {2, other} end
+    redis.call('HSET', Q[5], dkey, rid)
+  end
+
+  local now = now_ms()
+  redis.call('ZADD', Q[7], now, rid)
+  if rate ~= '' then redis.call('HSET', Q[8], 'lim:' .. rid, rate) end
+  if delay > 0 then
+    redis.call('HSET', Q[3], rid, req_value(p, c, m, 's'))
+    if not far then redis.call('ZADD', Q[6], now + delay, rid) end
+    return {1, rid}
+  end
+
+  redis.call('HSET', Q[3], rid, req_value(p, c, m, 'q'))
+  local seq = redis.call('INCRBY', Q[2], m) - m
+  for k = 1, m do
+    redis.call('ZADD', Q[1], fmt((99 - p) * BAND + seq + k), rid .. '#' .. k)
+  end
+  wake(Q[4], m, marker)
+  return {0, rid}
+end

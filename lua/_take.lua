@@ -1,0 +1,161 @@
+--[[
+  Taking items for tokens a worker holds, for the request at R[1..5]
+  (_request.lua): the body of take-5, and of take_lean, which takes for
+  many one-item requests of one queue's slot in one call. See take-5 for
+  the arguments and the answer.
+]]
+local function take_request(worker, lease, max_attempts, retention, channel, want, guard)
+  local meta = R[1]
+  local state = redis.call('HGET', meta, 'state')
+  if not state then return -1 end -- NOT_FOUND
+  local info = redis.call('HMGET', meta, 'processor', 'dedup_key', 'time_limit', 'priority', 'lean', 'concurrency',
+                          'rate_limit')
+  local processor, dedup, limit = info[1] or '', info[2] or '', info[3] or ''
+  local priority, lean = tonumber(info[4]) or 0, info[5] == '1' and 1 or 0
+  if TERMINAL[state] then return {4, 0, processor, dedup, limit, priority, lean} end
+  if guard then
+    local k, p = string.match(guard, '^(%d+)|(%d+)$')
+    if info[7] or tonumber(k) > (tonumber(info[6]) or 0) or tonumber(p) ~= priority then
+      return {5, 0, processor, dedup, limit, priority, lean}
+    end
+  end
+  local now = now_ms()
+  local out = {0, 0, processor, dedup, limit, priority, lean}
+
+  local function close_item(id, idx, record, counter)
+    redis.call('XACK', R[2], 'g', id)
+    redis.call('ZREM', R[3], id)
+    redis.call('HSET', R[4], idx, record)
+    redis.call('HINCRBY', meta, counter, 1)
+  end
+
+  -- An item whose lease ran out on every attempt becomes a dead letter (closed
+  -- by `close`); true if that closed the request.
+  local function dead_letter(id, idx, attempts, close)
+    local rec = cjson.decode(redis.call('HGET', R[4], idx) or '{}')
+    rec.status = 'failed'
+    rec.attempts = attempts
+    if not rec.error then rec.error = 'lease expired: the worker died or stalled on every attempt' end
+    rec.finished_at = now / 1000
+    close(id, idx, cjson.encode(rec), 'failed')
+    redis.call('ZADD', R[5], tonumber(idx), id) -- scored by item index (see ack)
+    return finish_if_done(now, retention, channel)
+  end
+
+  -- What to do with tokens that got no item.
+  local function leftover()
+    local first = redis.call('ZRANGE', R[3], 0, 0, 'WITHSCORES')
+    if #first == 2 then return 2, math.max(tonumber(first[2]), now + 1) end
+    if redis.call('HGET', meta, 'finalized') ~= '1' then return 3, 0 end
+    finish_if_done(now, retention, channel)
+    return 4, 0
+  end
+
+  -- The request runs once an item is handed out; tokens left without an item get
+  -- their instruction. Returns the script's answer.
+  local function finish_take(given)
+    if given > 0 and state ~= 'running' then
+      redis.call('HSET', meta, 'state', 'running')
+      if not redis.call('HGET', meta, 'started_at') then redis.call('HSET', meta, 'started_at', now) end
+    end
+    if given < want then
+      out[1], out[2] = leftover()
+    end
+    return out
+  end
+
+  -- A lean request (one item in a hash, see _request.lua): the same steps for its item.
+  if redis.call('HGET', meta, 'lean') == '1' then
+    local f = redis.call('HMGET', R[2], 'i', 'p', 'e', 'd', 'c')
+    local idx, payload, id, d = f[1], f[2], f[3], tonumber(f[4]) or 0
+    local lease_at = tonumber(redis.call('ZSCORE', R[3], id))
+    local runnable = f[5] ~= '1' and ((d == 0 and not lease_at) or (lease_at and lease_at <= now))
+    local expires_at = tonumber(redis.call('HGET', meta, 'expires_at'))
+    if expires_at and now >= expires_at then
+      if runnable then lean_close(id, idx, cjson.encode({status = 'expired'}), 'expired') end
+      if finish_if_done(now, retention, channel) then return {4, 0, processor, dedup, limit, priority, lean} end
+      local kind, wake_at = leftover()
+      return {kind, wake_at, processor, dedup, limit, priority, lean}
+    end
+    local given = 0
+    if runnable and want >= 1 then
+      if d + 1 > max_attempts then -- its lease ran out on every attempt
+        if dead_letter(id, idx, d, lean_close) then
+          out[1] = 4
+          return out
+        end
+      else
+        redis.call('HSET', R[2], 'h', worker, 'd', d + 1, 't', now)
+        redis.call('ZADD', R[3], now + lease, id)
+        out[8], out[9], out[10], out[11] = id, idx, payload, d + 1
+        given = 1
+      end
+    end
+    return finish_take(given)
+  end
+
+  -- Expired request: everything not yet run is marked expired, a batch per call.
+  local expires_at = tonumber(redis.call('HGET', meta, 'expires_at'))
+  if expires_at and now >= expires_at then
+    local expired_record = cjson.encode({status = 'expired'})
+    local n = 0
+    for _, id in ipairs(redis.call('ZRANGEBYSCORE', R[3], '-inf', now, 'LIMIT', 0, 1000)) do
+      local e = redis.call('XRANGE', R[2], id, id)
+      if #e == 1 then close_item(id, entry_fields(e[1][2]), expired_record, 'expired'); n = n + 1 end
+    end
+    local fresh = redis.call('XREADGROUP', 'GROUP', 'g', worker, 'COUNT', 1000, 'STREAMS', R[2], '>')
+    if fresh then
+      for _, e in ipairs(fresh[1][2]) do close_item(e[1], entry_fields(e[2]), expired_record, 'expired'); n = n + 1 end
+    end
+    if finish_if_done(now, retention, channel) then return {4, 0, processor, dedup, limit, priority, lean} end
+    if n > 0 then return {2, now, processor, dedup, limit, priority, lean} end -- more to expire: come back at once
+    local kind, wake_at = leftover()
+    return {kind, wake_at, processor, dedup, limit, priority, lean}
+  end
+
+  local function hand_out(id, idx, payload, attempt)
+    redis.call('ZADD', R[3], now + lease, id)
+    out[#out + 1] = id
+    out[#out + 1] = idx
+    out[#out + 1] = payload
+    out[#out + 1] = attempt
+  end
+
+  local given = 0
+  -- Redelivery of items whose lease ran out (or whose retry time came).
+  for _ = 1, want + 100 do
+    if given >= want then break end
+    local due = redis.call('ZRANGEBYSCORE', R[3], '-inf', now, 'LIMIT', 0, 1)
+    if #due == 0 then break end
+    local id = due[1]
+    local e = redis.call('XCLAIM', R[2], 'g', worker, 0, id)[1]
+    if not e or not e[2] then
+      redis.call('ZREM', R[3], id) -- acknowledged or deleted meanwhile
+    else
+      local idx, payload = entry_fields(e[2])
+      local _, attempt = pending_info(id)
+      if attempt > max_attempts then
+        if dead_letter(id, idx, attempt - 1, close_item) then
+          out[1] = 4
+          return out
+        end
+      else
+        hand_out(id, idx, payload, attempt)
+        given = given + 1
+      end
+    end
+  end
+
+  if given < want then
+    local fresh = redis.call('XREADGROUP', 'GROUP', 'g', worker, 'COUNT', want - given, 'STREAMS', R[2], '>')
+    if fresh then
+      for _, e in ipairs(fresh[1][2]) do
+        local idx, payload = entry_fields(e[2])
+        hand_out(e[1], idx, payload, 1)
+        given = given + 1
+      end
+    end
+  end
+
+  return finish_take(given)
+end
