@@ -31,7 +31,10 @@
     ARGV[2] lease in ms
     ARGV[3] N, the most tokens to claim (0: only give back)
     ARGV[4] "1" to record claim times in lastserved (aging is on)
-    ARGV[5] live workers (for the fair share; 1 if unknown)
+    ARGV[5] live workers (for the fair share; 1 if unknown), optionally
+            followed by "/S": a share of at least S tokens (a worker of fast
+            items runs a batch per round trip; spread thinner, it would make
+            a round trip per item)
     ARGV[6..] releases, in threes: token, mode (return | park | drop), park-until ms
 
   Output:
@@ -95,10 +98,11 @@ if #returned > 0 then -- back to the tail of their band, in the order given
 end
 
 local claimed = {}
-local workers = tonumber(ARGV[5]) or 1
+local live, least = string.match(ARGV[5] or '', '^(%d+)/?(%d*)$')
+local workers = tonumber(live) or 1
 if want > 1 and workers > 1 then -- a fair share, so other workers get tokens too
   local in_play = redis.call('ZCARD', KEYS[1]) + redis.call('HLEN', KEYS[4])
-  want = math.min(want, math.max(1, math.ceil(in_play / workers)))
+  want = math.min(want, math.max(tonumber(least) or 1, math.ceil(in_play / workers)))
 end
 -- Rate limits: forget starts whose window has passed, then count what is left.
 local held_back = false

@@ -231,3 +231,14 @@ def test_chaos_retries_and_sigkills_leave_every_one_item_request_with_one_outcom
             assert st["dead"] == 1 and rec["status"] == "failed"
     assert states["completed"] >= 250, states
     wait_for(lambda: dispatch_is_empty(qc, "chaos"), 10)
+
+
+def test_the_fair_share_leaves_a_worker_of_fast_items_a_batch(qc):
+    """Ten tokens over eight workers: a fair share is two tokens, but a worker
+    of fast items asks for at least four (claims.LEAST_FAST_SHARE), so it
+    runs a batch per round trip rather than an item per round trip."""
+    sub = qc.submit("default", "echo", list(range(100)), concurrency=10)
+    assert len(claim(qc, "default", "w1", 32, workers=8)) == 2
+    assert len(claim(qc, "default", "w2", 32, workers="8/4")) == 4
+    assert len(claim(qc, "default", "w3", 32, workers="8/4")) == 4  # 10 in play: the share is not what is left
+    assert claim(qc, "default", "w4", 32, workers="8/4") == [] and qc.status(sub.id)["total"] == 100

@@ -21,6 +21,7 @@ BATCH_WINDOW = 0.005  # seconds of work claimed per round trip for fast items (s
 FAST_ITEM = 0.001  # items quicker than this on average run in batches on one thread
 FAST_JOBS = 2  # batches of fast items in flight at once (one runs while the next is claimed)
 MAX_BATCH = 32
+LEAST_FAST_SHARE = 4  # tokens a fair share leaves a worker of fast items at least (see cycle-11)
 MAX_CLAIM = 64  # tokens claimed per round trip for slow or async items
 FIGURES_EVERY = 1.0  # seconds between sends of throughput and metrics figures while busy (a few commands each)
 
@@ -33,6 +34,12 @@ class Claiming:
             cached = (now, self.client.queue_config(queue))
             self._configs[queue] = cached
         return cached[1]
+
+    def _least_share(self, queue: str) -> int:
+        """The fewest tokens the fair share may cap a claim at: a few for fast
+        items, so that many workers on one request of a small concurrency
+        limit still run batches, not a round trip per item."""
+        return LEAST_FAST_SHARE if self._fast(queue) else 1
 
     def batch_size(self, queue: str) -> int:
         """Tokens to claim at once for fast items: as many as run in BATCH_WINDOW,
@@ -101,7 +108,8 @@ class Claiming:
             self.scripts.pipe(pipe, "cycle", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked, qk.wake,
                                               qk.config, qk.lastserved, qk.rate, qk.ratelog],
                               [self.id, self.config(q).lease_ms, want if q == queue else 0,
-                               1 if self.aging_ms else 0, self._live_workers, *self._releases[q]])
+                               1 if self.aging_ms else 0, f"{self._live_workers}/{self._least_share(q)}",
+                               *self._releases[q]])
         hint = self._hints.pop(queue, None) if want and queue in cycled else None
         if hint:  # woken for this one-item request: take it in this round trip if the claim gets its token
             self._pipe_take_lean(pipe, queue, [(hint, [f"{hint}#1"])])

@@ -191,15 +191,17 @@ class QueueClient(Steering, Reads):
         """A one-item request, made in its queue's slot: created and registered
         by one script (nothing is created for a duplicate)."""
         qk = self.keys.queue(queue)
-        pipe = self.redis.pipeline(transaction=False)
-        self.scripts.pipe(pipe, "submit_one", [rk.meta, rk.items, qk.tokens, qk.seq, qk.reqs, qk.wake, qk.dedup,
-                                               qk.sched, qk.index, qk.rate],
-                          [rk.rid, meta["priority"], meta["concurrency"], meta["dedup_key"], delay_ms, expires_ms, 0,
-                           rate.spec if rate else "", *_fields(meta), payload])
-        if then:
-            pipe.zadd(self.keys.chains, {rk.rid: int(time.time() * 1000)})  # until its follow-up exists
+        keys = [rk.meta, rk.items, qk.tokens, qk.seq, qk.reqs, qk.wake, qk.dedup, qk.sched, qk.index, qk.rate]
+        args = [rk.rid, meta["priority"], meta["concurrency"], meta["dedup_key"], delay_ms, expires_ms, 0,
+                rate.spec if rate else "", *_fields(meta), payload]
         try:
-            answer = check("submit_one", self.scripts.execute(pipe)[0])
+            if then:
+                pipe = self.redis.pipeline(transaction=False)
+                self.scripts.pipe(pipe, "submit_one", keys, args)
+                pipe.zadd(self.keys.chains, {rk.rid: int(time.time() * 1000)})  # until its follow-up exists
+                answer = check("submit_one", self.scripts.execute(pipe)[0])
+            else:  # a lone call, no pipeline: the leanest round trip
+                answer = self.scripts("submit_one", keys, args)
         except redis.RedisError:
             self._undo_submit(queue, rk.rid, meta["dedup_key"])
             raise
