@@ -31,7 +31,7 @@ def test_submit_through_the_form_and_watch_progress_reach_100_without_reload(pag
     page.fill("#id_items", "\n".join(["0.04"] * 300))  # ~3 s at concurrency 4: room to see progress
     page.fill("#id_concurrency", "4")
     page.click("#submit-form button[type=submit]")
-    page.wait_for_url(re.compile(r".*/requests/[0-9a-f]+/$"))
+    page.wait_for_url(re.compile(r".*/requests/[0-9A-Za-z_-]+/$"))
     rid = request_id_from(page.url)
     page.evaluate("window.__noReload = 'still here'")
     page.wait_for_selector("#live-pill[data-state=open]", timeout=10_000)
@@ -68,7 +68,7 @@ def test_requeue_a_stuck_item_after_its_worker_was_sigkilled(page, worker_procs,
     page.select_option("#id_processor", "stall_first")  # attempt 1 sleeps 60 s, attempt 2 returns at once
     page.fill("#id_items", "60")
     page.click("#submit-form button[type=submit]")
-    page.wait_for_url(re.compile(r".*/requests/[0-9a-f]+/$"))
+    page.wait_for_url(re.compile(r".*/requests/[0-9A-Za-z_-]+/$"))
     rid = request_id_from(page.url)
     wait_for(lambda: eng.status(rid)["in_flight"] == 1, timeout=20, message="item in flight")
     page.goto("/inflight/")

@@ -85,7 +85,7 @@ def test_an_items_progress_and_log_show_on_its_request_page(page, worker_procs, 
     """ctx.progress while it runs (request and in-flight pages), then its log
     (ctx.log and a logging call) under the finished item."""
     worker_procs.start("default", 1, False, "chatty", "--threads", "2")
-    (rid,) = submit_many([{"queue": "default", "processor": "chatty", "items": ["3"]}])
+    (rid,) = submit_many([{"queue": "default", "processor": "chatty", "items": ["6"]}])  # 6 s at 50%
     page.goto(f"/requests/{rid}/")
     page.wait_for_selector(".item-progress:has-text('50% · halfway')", timeout=15_000)
     shot(page, "laptop-request-progress")
@@ -95,6 +95,6 @@ def test_an_items_progress_and_log_show_on_its_request_page(page, worker_procs, 
     page.goto(f"/requests/{rid}/")
     page.click(".item-log summary")
     log = page.inner_text(".item-log pre")
-    assert "starting 3" in log and "a logging call inside the handler" in log, log
+    assert "starting 6" in log and "a logging call inside the handler" in log, log
     shot(page, "laptop-request-log")
     assert not page.errors, page.errors
