@@ -101,7 +101,8 @@ class Claiming:
         acked = self._pipe_acks(pipe)
         kept = self._pipe_kept(pipe, queue, go_on)
         cycled = [q for q in self.queues if (q == queue and want is not None) or self._releases[q]]
-        figures = want == 0 or time.monotonic() >= self._figures_due  # at most once a second, and when idle
+        # figures go out at most once a second, and at once when the worker goes idle (a flush)
+        figures = (want == 0 and not go_on) or time.monotonic() >= self._figures_due
         want = want or 0
         for q in cycled:
             qk = self.keys.queue(q)
