@@ -119,7 +119,6 @@ class QueueKeys:
     def ratelog(self) -> str:  # ZSET "<limiter>|<n>" -> when that start stops counting (ms); ratelimit.py
         return self._k("ratelog")
 
-
     def all_dispatch(self) -> list[str]:
         """The keys of the queue's slot (all but the schedule shards)."""
         return [self.tokens, self.seq, self.held, self.leases, self.parked, self.reqs, self.sched, self.dedup,
@@ -133,8 +132,9 @@ class RequestKeys:
     tag: str  # r:ID, or for a request in its queue's slot the queue's slot tag (see slot_tag)
 
     def _k(self, suffix: str) -> str:
-        return f"{self.prefix}:{{{self.tag}}}:{self.rid}:{suffix}" if self.tag[:2] != "r:" else \
-            f"{self.prefix}:{{{self.tag}}}:{suffix}"
+        if self.tag.startswith("r:"):  # its own slot: the tag is the id
+            return f"{self.prefix}:{{{self.tag}}}:{suffix}"
+        return f"{self.prefix}:{{{self.tag}}}:{self.rid}:{suffix}"  # its queue's slot
 
     @property
     def meta(self) -> str:  # HASH state, counters, timings, settings
