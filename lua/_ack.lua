@@ -2,12 +2,13 @@
   Recording outcomes of items of the request at R[1..5] (_request.lua): the
   body of ack-5, and of ack_lean, which records the outcomes of many
   one-item requests of one queue's slot in one call. The outcomes are
-  A[first..last], in fives (see ack-5); the answer is ack-5's.
+  A[first..last], in fives (see ack-5); the answer is ack-5's. `lean` is
+  true when the caller knows the request is lean (ack_lean), else nil.
 ]]
-local function ack_request(worker, retention, channel, A, first, last)
+local function ack_request(worker, retention, channel, A, first, last, lean)
   local now = now_ms()
   local counted, done, failed = 0, 0, 0
-  local lean = redis.call('HGET', R[1], 'lean') == '1'
+  if lean == nil then lean = redis.call('HGET', R[1], 'lean') == '1' end
   for i = first, last, 5 do
     local id, idx, outcome = A[i], A[i + 1], A[i + 2]
     local holder = lean and redis.call('HGET', R[2], 'h')
@@ -57,8 +58,7 @@ local function ack_request(worker, retention, channel, A, first, last)
   end
   if done > 0 then redis.call('HINCRBY', R[1], 'done', done) end
   if failed > 0 then redis.call('HINCRBY', R[1], 'failed', failed) end
-  local closed = finish_if_done(now, retention, channel)
+  local closed, state, dedup = finish_if_done(now, retention, channel)
   if not closed and counted > 0 then publish_progress(R[1], channel, now) end
-  local v = redis.call('HMGET', R[1], 'state', 'dedup_key')
-  return {closed and 1 or 0, v[1] or '', counted, v[2] or ''}
+  return {closed and 1 or 0, state or '', counted, dedup or ''}
 end

@@ -8,8 +8,8 @@ local R = KEYS
 local TERMINAL = {completed = true, failed = true, cancelled = true, expired = true}
 
 local function counts(meta)
-  local v = redis.call('HMGET', meta, 'total', 'done', 'failed', 'expired', 'finalized', 'state')
-  return tonumber(v[1]) or 0, tonumber(v[2]) or 0, tonumber(v[3]) or 0, tonumber(v[4]) or 0, v[5] == '1', v[6]
+  local v = redis.call('HMGET', meta, 'total', 'done', 'failed', 'expired', 'finalized', 'state', 'dedup_key')
+  return tonumber(v[1]) or 0, tonumber(v[2]) or 0, tonumber(v[3]) or 0, tonumber(v[4]) or 0, v[5] == '1', v[6], v[7]
 end
 
 local function publish(meta, channel, now, kind)
@@ -32,16 +32,17 @@ local function expire_all(retention_ms)
   for i = 1, 5 do redis.call('PEXPIRE', R[i], retention_ms) end
 end
 
--- Close the request when every item has an outcome; true if it closed now.
+-- Close the request when every item has an outcome; true if it closed now,
+-- then its state and de-dup key.
 local function finish_if_done(now, retention_ms, channel)
-  local total, done, failed, expired, finalized, state = counts(R[1])
-  if TERMINAL[state] or not finalized or done + failed + expired < total then return false end
+  local total, done, failed, expired, finalized, state, dedup = counts(R[1])
+  if TERMINAL[state] or not finalized or done + failed + expired < total then return false, state, dedup end
   local final = 'completed'
   if failed > 0 then final = 'failed' elseif expired > 0 then final = 'expired' end
   redis.call('HSET', R[1], 'state', final, 'finished_at', now)
   expire_all(retention_ms)
   publish(R[1], channel, now, 'finished')
-  return true
+  return true, final, dedup
 end
 
 -- Entry fields {i, idx, p, payload} -> idx, payload

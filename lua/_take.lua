@@ -6,12 +6,14 @@
 ]]
 local function take_request(worker, lease, max_attempts, retention, channel, want, guard)
   local meta = R[1]
-  local state = redis.call('HGET', meta, 'state')
-  if not state then return -1 end -- NOT_FOUND
+  -- every meta field a take reads, in one call
   local info = redis.call('HMGET', meta, 'processor', 'dedup_key', 'time_limit', 'priority', 'lean', 'concurrency',
-                          'rate_limit')
+                          'rate_limit', 'state', 'expires_at', 'started_at')
+  local state = info[8]
+  if not state then return -1 end -- NOT_FOUND
   local processor, dedup, limit = info[1] or '', info[2] or '', info[3] or ''
   local priority, lean = tonumber(info[4]) or 0, info[5] == '1' and 1 or 0
+  local expires_at = tonumber(info[9])
   if TERMINAL[state] then return {4, 0, processor, dedup, limit, priority, lean} end
   if guard then
     local k, p = string.match(guard, '^(%d+)|(%d+)$')
@@ -55,8 +57,8 @@ local function take_request(worker, lease, max_attempts, retention, channel, wan
   -- their instruction. Returns the script's answer.
   local function finish_take(given)
     if given > 0 and state ~= 'running' then
-      redis.call('HSET', meta, 'state', 'running')
-      if not redis.call('HGET', meta, 'started_at') then redis.call('HSET', meta, 'started_at', now) end
+      if info[10] then redis.call('HSET', meta, 'state', 'running')
+      else redis.call('HSET', meta, 'state', 'running', 'started_at', now) end
     end
     if given < want then
       out[1], out[2] = leftover()
@@ -65,12 +67,11 @@ local function take_request(worker, lease, max_attempts, retention, channel, wan
   end
 
   -- A lean request (one item in a hash, see _request.lua): the same steps for its item.
-  if redis.call('HGET', meta, 'lean') == '1' then
+  if lean == 1 then
     local f = redis.call('HMGET', R[2], 'i', 'p', 'e', 'd', 'c')
     local idx, payload, id, d = f[1], f[2], f[3], tonumber(f[4]) or 0
     local lease_at = tonumber(redis.call('ZSCORE', R[3], id))
     local runnable = f[5] ~= '1' and ((d == 0 and not lease_at) or (lease_at and lease_at <= now))
-    local expires_at = tonumber(redis.call('HGET', meta, 'expires_at'))
     if expires_at and now >= expires_at then
       if runnable then lean_close(id, idx, cjson.encode({status = 'expired'}), 'expired') end
       if finish_if_done(now, retention, channel) then return {4, 0, processor, dedup, limit, priority, lean} end
@@ -95,7 +96,6 @@ local function take_request(worker, lease, max_attempts, retention, channel, wan
   end
 
   -- Expired request: everything not yet run is marked expired, a batch per call.
-  local expires_at = tonumber(redis.call('HGET', meta, 'expires_at'))
   if expires_at and now >= expires_at then
     local expired_record = cjson.encode({status = 'expired'})
     local n = 0

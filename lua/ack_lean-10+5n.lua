@@ -1,6 +1,7 @@
 --[[
   Record the outcomes of many one-item requests of one queue's slot in one
-  call (ack-5 for each in turn), and retire each request it closes from the
+  call (ack-5 for each in turn; every request in a queue's slot is lean, as
+  submit_one creates it), and retire each request it closes from the
   queue's dispatch at once (retire-10): its token, de-dup claim and entries.
 
   Input:
@@ -28,7 +29,7 @@ for j = 0, (#KEYS - 10) / 5 - 1 do
   R = {KEYS[b + 1], KEYS[b + 2], KEYS[b + 3], KEYS[b + 4], KEYS[b + 5]}
   local rid, n = ARGV[at], tonumber(ARGV[at + 1])
   local first = at + 2
-  local answer = ack_request(ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV, first, first + 5 * n - 1)
+  local answer = ack_request(ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV, first, first + 5 * n - 1, true)
   if answer[1] == 1 then retire_request(Q, rid, answer[4]) end
   out[j + 1] = answer
   at = first + 5 * n
