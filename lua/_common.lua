@@ -43,3 +43,31 @@ local function wake(wake_key, n, marker)
   if n > room then n = room end
   for _ = 1, n do redis.call('RPUSH', wake_key, marker or 1) end
 end
+
+-- A worker at rest blocks on the wake list for less than this (handoff.py);
+-- an older rest is a dead worker's.
+local REST_MS = 2000
+
+-- Handoffs (submit_one-17) are JSON arrays on the wake list: [worker, request
+-- id, take answer]. Remove those made for `worker` and return them.
+local function take_handoffs(wake_key, worker)
+  local out = {}
+  for _, v in ipairs(redis.call('LRANGE', wake_key, 0, -1)) do
+    if string.sub(v, 1, 1) == '[' and cjson.decode(v)[1] == worker then
+      redis.call('LREM', wake_key, 1, v)
+      out[#out + 1] = v
+    end
+  end
+  return out
+end
+
+-- Clear a wake list's markers (nothing is left to wake for), keeping handoffs.
+local function clear_markers(wake_key)
+  if redis.call('LLEN', wake_key) == 0 then return end
+  local keep = {}
+  for _, v in ipairs(redis.call('LRANGE', wake_key, 0, -1)) do
+    if string.sub(v, 1, 1) == '[' then keep[#keep + 1] = v end
+  end
+  redis.call('DEL', wake_key)
+  if #keep > 0 then redis.call('RPUSH', wake_key, unpack(keep)) end
+end

@@ -3,7 +3,8 @@
   of submit_one, which creates a one-item request and registers it in one
   call. Q[1..8] are enqueue-8's KEYS; the arguments are its ARGV (tokens:
   the most tokens to make, far: true when the ready time is in a schedule
-  shard; marker: the wake marker, see _common.lua); returns its answer.
+  shard; marker: the wake marker, see _common.lua, or false for
+  none: submit_one hands the item off); returns its answer.
 ]]
 local function register(Q, rid, p, c, dkey, delay, tokens, far, rate, marker)
   local m = math.min(c, tokens)
@@ -29,6 +30,6 @@ local function register(Q, rid, p, c, dkey, delay, tokens, far, rate, marker)
   for k = 1, m do
     redis.call('ZADD', Q[1], fmt((99 - p) * BAND + seq + k), rid .. '#' .. k)
   end
-  wake(Q[4], m, marker)
+  if marker ~= false then wake(Q[4], m, marker) end
   return {0, rid}
 end

@@ -22,7 +22,7 @@
     KEYS[4] held        HASH token -> worker
     KEYS[5] leases      ZSET token -> lease deadline
     KEYS[6] parked      ZSET token -> wake time
-    KEYS[7] wake        LIST wake markers (cleared when nothing is waiting)
+    KEYS[7] wake        LIST wake markers (cleared when nothing is waiting) and handoffs
     KEYS[8] config      HASH queue settings (paused)
     KEYS[9] lastserved  HASH request id -> last claim time (for aging)
     KEYS[10] rate       HASH lim:<rid> -> a request's rate spec; n:<limiter> -> starts in its window
@@ -162,7 +162,7 @@ end
 -- wake idle workers only for tokens that are still waiting
 local left = redis.call('ZCARD', KEYS[1])
 if left == 0 then
-  redis.call('DEL', KEYS[7])
+  clear_markers(KEYS[7])
 elseif woken > 0 then
   wake(KEYS[7], math.min(woken, left))
 end

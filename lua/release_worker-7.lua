@@ -9,7 +9,7 @@
     KEYS[4] held    HASH token -> worker
     KEYS[5] leases  ZSET token -> lease deadline
     KEYS[6] parked  ZSET token -> wake time
-    KEYS[7] wake    LIST wake markers
+    KEYS[7] wake    LIST wake markers (its handoffs are removed)
     ARGV[1] worker id
 
   Output:
@@ -31,6 +31,11 @@ for i = 1, #held, 2 do
     end
     if not seen[rid] then seen[rid] = true; rids[#rids + 1] = rid end
   end
+end
+-- handoffs made for it that no one popped: their tokens went back above
+for _, v in ipairs(take_handoffs(KEYS[7], ARGV[1])) do
+  local rid = cjson.decode(v)[2]
+  if not seen[rid] then seen[rid] = true; rids[#rids + 1] = rid end
 end
 wake(KEYS[7], n)
 return rids

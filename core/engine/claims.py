@@ -65,7 +65,10 @@ class Claiming:
     def _claim_and_start(self) -> bool:
         """Claim tokens (queues in order) until some yield items, and start
         them; False when nothing could be claimed. Kept tokens (keeping.py)
-        take their next items in the same round trip."""
+        take their next items in the same round trip; handoffs (handoff.py)
+        start first, with none."""
+        if self._handed and self._start_handed():
+            return True
         for queue in self.queues:
             for _ in range(20):
                 want, kept = self._want(queue), self._kept_count(queue)
@@ -93,6 +96,7 @@ class Claiming:
         unless it has releases). Returns the tokens claimed and the items the
         kept tokens took."""
         pipe = self.redis.pipeline(transaction=False)
+        resting = self._pipe_rest_out(pipe)  # woke: no more handoffs (handoff.py)
         retiring = list(self._finishing.items())
         for rid, (q, dedup) in retiring:
             qk = self.keys.queue(q)
@@ -119,7 +123,9 @@ class Claiming:
             self._pipe_best_waiting(pipe, queue)
         if figures:
             self._pipe_figures(pipe)
-        answers = self._spread_acks(self.scripts.execute(pipe)[len(retiring):], acked)
+        results = self.scripts.execute(pipe)
+        self._rested(resting, results[:len(resting)])
+        answers = self._spread_acks(results[len(resting) + len(retiring):], acked)
         after_acks = len(acked) + len(kept)
         kept_answers, answers = answers[len(acked):after_acks], answers[:len(acked)] + answers[after_acks:]
         claimed_at = time.monotonic()

@@ -63,6 +63,7 @@ class QueueClient(Steering, Reads):
         self.processors = set(processors) if processors is not None else None
         self.channel = self.keys.events_all if channel is None else channel
         self._configs: dict[str, tuple[float, QueueConfig]] = {}  # so a submission is one round trip
+        self._submit_one_keys: dict[str, list[str]] = {}  # queue -> its keys for submit_one
 
     # -- queues ---------------------------------------------------------------
 
@@ -137,7 +138,7 @@ class QueueClient(Steering, Reads):
         `rate_limit` (`20/s`, `600/min`, ...): at most that many of its items
         start in any such window, across all workers (ratelimit.py).
         `request_id` and `parent` are for follow-ups: a fixed id, and its parent."""
-        _, priority, concurrency = self._validate(queue, processor, priority, concurrency)
+        config, priority, concurrency = self._validate(queue, processor, priority, concurrency)
         then = self._then(then, queue)
         dedup_key = check_dedup_key(dedup_key)
         payloads = checked_payloads(items)  # QueueError on text that is not valid Unicode, or over a cap
@@ -159,7 +160,7 @@ class QueueClient(Steering, Reads):
         if parent:
             meta["parent"] = parent
         if lean:
-            return self._submit_one(queue, rk, meta, payloads[0], delay_ms, expires_ms, rate, then, callback_url)
+            return self._submit_one(config, rk, meta, payloads[0], delay_ms, expires_ms, rate, then, callback_url)
         first, rest = payloads[:CHUNK], payloads[CHUNK:]
         pipe = self.redis.pipeline(transaction=False)
         self.scripts.pipe(pipe, "create", [rk.meta, rk.items],
@@ -186,14 +187,21 @@ class QueueClient(Steering, Reads):
             webhook_store.watch(self, rid)
         return self._enqueued(rid, answers[-1])
 
-    def _submit_one(self, queue: str, rk: RequestKeys, meta: dict, payload: str, delay_ms: int, expires_ms: int,
-                    rate, then, callback_url) -> Submission:
+    def _submit_one(self, config: QueueConfig, rk: RequestKeys, meta: dict, payload: str, delay_ms: int,
+                    expires_ms: int, rate, then, callback_url) -> Submission:
         """A one-item request, made in its queue's slot: created and registered
-        by one script (nothing is created for a duplicate)."""
-        qk = self.keys.queue(queue)
-        keys = [rk.meta, rk.items, qk.tokens, qk.seq, qk.reqs, qk.wake, qk.dedup, qk.sched, qk.index, qk.rate]
+        by one script (nothing is created for a duplicate), which hands it to
+        an idle worker when it can (handoff.py)."""
+        queue = meta["queue"]
+        keys = self._submit_one_keys.get(queue)
+        if keys is None:  # the queue's part of the keys, made once
+            qk = self.keys.queue(queue)
+            keys = self._submit_one_keys[queue] = [qk.tokens, qk.seq, qk.reqs, qk.wake, qk.dedup, qk.sched, qk.index,
+                                                   qk.rate, qk.held, qk.leases, qk.config, qk.idle]
+        keys = [*rk.all(), *keys]
         args = [rk.rid, meta["priority"], meta["concurrency"], meta["dedup_key"], delay_ms, expires_ms, 0,
-                rate.spec if rate else "", *_fields(meta), payload]
+                rate.spec if rate else "", config.lease_ms, config.max_attempts, config.retention_ms, self.channel,
+                *_fields(meta), payload]
         try:
             if then:
                 pipe = self.redis.pipeline(transaction=False)
@@ -231,7 +239,7 @@ class QueueClient(Steering, Reads):
               callback_signer: str = "", rate_limit: str | None = None) -> Submission:
         """Open a streamed request: add items with `add`, then `finalize`.
         De-duplication applies only with an explicit key (items are unknown yet)."""
-        _, priority, concurrency = self._validate(queue, processor, priority, concurrency)
+        config, priority, concurrency = self._validate(queue, processor, priority, concurrency)
         dedup_key = check_dedup_key(dedup_key)
         delay_ms, expires_ms = _ms(delay, "delay"), _ms(expires_in or 0, "expiry")
         rid = new_request_id()

@@ -100,6 +100,10 @@ class QueueKeys:
         return self._k("wake")
 
     @property
+    def idle(self) -> str:  # ZSET worker id -> when its rest ends (ms): idle workers, for handoffs (handoff.py)
+        return self._k("idle")
+
+    @property
     def config(self) -> str:  # HASH queue settings (priority, lease, paused, ...)
         return self._k("config")
 
@@ -122,7 +126,7 @@ class QueueKeys:
     def all_dispatch(self) -> list[str]:
         """The keys of the queue's slot (all but the schedule shards)."""
         return [self.tokens, self.seq, self.held, self.leases, self.parked, self.reqs, self.sched, self.dedup,
-                self.wake, self.config, self.index, self.lastserved, self.rate, self.ratelog]
+                self.wake, self.idle, self.config, self.index, self.lastserved, self.rate, self.ratelog]
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from .config import QueueConfig
 from .connection import RETRYABLE
 from .executor import Executor
 from .item import Item, ItemContext, Ran
+from .handoff import Handoffs
 from .keeping import Keeping
 from .leases import LeaseKeeper
 from .limits import encode
@@ -65,7 +66,7 @@ def transient(exc: BaseException) -> bool:
     return isinstance(exc, RETRYABLE) or errors.trouble(exc) is not None
 
 
-class Worker(Claiming, Keeping, Outcomes):
+class Worker(Claiming, Keeping, Handoffs, Outcomes):
     def __init__(self, client: QueueClient, queues: list[str], processors: Processors, *, name: str = "",
                  burst: bool = False, heartbeat: float = 1.0, dead_after: float = 10.0,
                  aging_seconds: float | None = None, on_finish: Callable[[dict], None] | None = None,
@@ -108,6 +109,8 @@ class Worker(Claiming, Keeping, Outcomes):
         self._deferred: list[Item] = []  # of which one-item requests' items whose token waits for the answer
         self._wake_keys = {self.keys.queue(q).wake: q for q in self.queues}
         self._hints: dict[str, str] = {}  # queue -> a one-item request whose wake marker woke this worker
+        self._resting = False  # at rest on its queues: handoffs may come (handoff.py)
+        self._handed: list[tuple[str, list]] = []  # (queue, handoff) held, to start
         self._lean_acks: list[int] = []  # requests per ack_lean call in the round trip being built (claims.py)
         self._releases: dict[str, list] = {q: [] for q in self.queues}  # queue -> token, mode, until
         self._kept: dict[str, list[Item]] = {}  # queue -> acknowledged items whose tokens are kept (keeping.py)
@@ -236,6 +239,7 @@ class Worker(Claiming, Keeping, Outcomes):
 
     def _teardown(self) -> None:
         self._collect()
+        self._hand_back()
         while self._acks or self._finishing or self._kept or any(self._releases.values()):
             try:
                 self._flush()
@@ -276,8 +280,13 @@ class Worker(Claiming, Keeping, Outcomes):
         if self.executor.busy():
             self._wakeup.wait(min(timeout, BUSY_POLL))
         else:
+            self._rest()  # one-item requests may come as handoffs (handoff.py)
             woke = self.redis.blpop(list(self._wake_keys), timeout=timeout)
-            if woke and self.keys.in_queue_slot(woke[1]):  # a one-item request's id: a hint (claims.py)
+            if not woke:
+                return
+            if woke[1].startswith("["):
+                self._popped(self._wake_keys[woke[0]], woke[1])
+            elif self.keys.in_queue_slot(woke[1]):  # a one-item request's id: a hint (claims.py)
                 self._hints[self._wake_keys[woke[0]]] = woke[1]
 
     # -- leases ---------------------------------------------------------------

@@ -1,0 +1,104 @@
+--[[
+  Submit a request of one item in one call: refuse a duplicate (creating
+  nothing), else create it lean (create-2) in its queue's slot and register
+  it (enqueue-8), with its id as the wake marker. Its id carries the queue's
+  slot tag (core/engine/keys.py).
+
+  Handoff: when a worker is idle on the queue (registered by rest-2 while it
+  blocks on the wake list) and nothing may go first (the queue is not
+  paused and has no rate limit, the request has no delay or rate limit of
+  its own, and no token of its priority or better waits), the token is
+  claimed for that worker and the item taken for it (as cycle-11 and take-5
+  do) here, and the wake list gets the take's answer instead of a marker:
+  the worker that pops it runs the item with no round trip of its own.
+
+  Input:
+    KEYS[1] meta     HASH of the request
+    KEYS[2] items    HASH of its one item
+    KEYS[3] leases   ZSET its item's lease (take-5)
+    KEYS[4] results  HASH its item's result
+    KEYS[5] dead     ZSET its dead letter
+    KEYS[6] tokens   ZSET the queue's waiting tokens
+    KEYS[7] seq      STRING token order counter
+    KEYS[8] reqs     HASH active requests
+    KEYS[9] wake     LIST wake markers (and handoffs)
+    KEYS[10] dedup   HASH de-dup key -> request id
+    KEYS[11] sched   ZSET scheduled request ids by ready time
+    KEYS[12] index   ZSET live request ids by creation time
+    KEYS[13] rate    HASH rate limits
+    KEYS[14] held    HASH token -> worker
+    KEYS[15] leases  ZSET token -> lease deadline (the queue's)
+    KEYS[16] config  HASH queue settings (paused, rate_spec)
+    KEYS[17] idle    ZSET worker id -> when its rest began (ms), see rest-2
+    ARGV[1] request id
+    ARGV[2] priority (0-99)
+    ARGV[3] concurrency limit (>= 1)
+    ARGV[4] de-dup key ("" for none)
+    ARGV[5] delay in ms (0 = now)
+    ARGV[6] expires in ms from now (0 = never)
+    ARGV[7] "1" if the ready time is kept in a schedule shard (as enqueue-8)
+    ARGV[8] the request's own rate limit, "count|window_ms|margin_ms" ("" for none)
+    ARGV[9] lease in ms (for a handoff, as take-5)
+    ARGV[10] max attempts
+    ARGV[11] retention in ms
+    ARGV[12] pub/sub channel for events ("" for none)
+    ARGV[13] n, the number of meta fields that follow
+    ARGV[14 .. 13+2n] meta fields and values
+    ARGV[14+2n] the item's payload (JSON text)
+
+  Output:
+    enqueue-8's answer: {0, id} queued (or handed off), {1, id} scheduled,
+    {2, other_id} a duplicate (nothing created)
+    -5  a request with this id exists already
+  A handoff on the wake list is the JSON array [worker id, request id,
+  take-5's answer for the request's token].
+]]
+--@include _common.lua
+--@include _request.lua
+--@include _create.lua
+--@include _register.lua
+--@include _take.lua
+if redis.call('EXISTS', KEYS[1]) == 1 then return -5 end -- EXISTS
+local rid, dkey = ARGV[1], ARGV[4]
+if dkey ~= '' then
+  local other = redis.call('HGET', KEYS[10], dkey)
+  if other and redis.call('HEXISTS', KEYS[8], other) == 1 then return {2, other} end
+end
+local now = now_ms()
+local last = 13 + 2 * tonumber(ARGV[13])
+local delay, priority = tonumber(ARGV[5]), tonumber(ARGV[2])
+
+-- the idle worker to hand the item to, if it may have it at once
+local function idle_worker()
+  if delay > 0 or ARGV[8] ~= '' then return nil end
+  -- the longest at rest (Redis serves it first among the blocked), unless its rest is a dead worker's
+  local rest = redis.call('ZRANGE', KEYS[17], 0, 0, 'WITHSCORES')
+  if #rest == 0 then return nil end
+  if tonumber(rest[2]) < now - REST_MS then
+    redis.call('ZREMRANGEBYSCORE', KEYS[17], '-inf', '(' .. fmt(now - REST_MS))
+    rest = redis.call('ZRANGE', KEYS[17], 0, 0)
+    if #rest == 0 then return nil end
+  end
+  local cfg = redis.call('HMGET', KEYS[16], 'paused', 'rate_spec')
+  if cfg[1] == '1' or (cfg[2] or '') ~= '' then return nil end
+  local first = redis.call('ZRANGE', KEYS[6], 0, 0, 'WITHSCORES')
+  if #first == 2 and tonumber(first[2]) < (100 - priority) * BAND then return nil end -- it would go first
+  return rest[1]
+end
+
+local worker = idle_worker()
+local marker = rid -- the wake marker; none for a handoff, which is pushed below
+if worker then marker = false end
+create_lean(meta_fields(now, 1, 1, ARGV, 14, last, delay, tonumber(ARGV[6])), ARGV[last + 1], now)
+local answer = register({KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]}, rid,
+                        priority, tonumber(ARGV[3]), dkey, delay, 1, ARGV[7] == '1', ARGV[8], marker)
+if worker and answer[1] == 0 then
+  local token, lease = rid .. '#1', tonumber(ARGV[9])
+  redis.call('ZREM', KEYS[6], token)
+  redis.call('ZREM', KEYS[17], worker) -- busy from now on
+  redis.call('HSET', KEYS[14], token, worker)
+  redis.call('ZADD', KEYS[15], now + lease, token)
+  local took = take_request(worker, lease, tonumber(ARGV[10]), tonumber(ARGV[11]), ARGV[12], 1, nil)
+  redis.call('RPUSH', KEYS[9], cjson.encode({worker, rid, took}))
+end
+return answer
