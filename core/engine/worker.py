@@ -38,7 +38,7 @@ from .config import QueueConfig
 from .connection import RETRYABLE
 from .executor import Executor
 from .item import Item, ItemContext, Ran
-from .handoff import Handoffs
+from .handoff import REST_MAX, Handoffs
 from .keeping import Keeping
 from .leases import LeaseKeeper
 from .limits import encode
@@ -281,7 +281,7 @@ class Worker(Claiming, Keeping, Handoffs, Outcomes):
             self._wakeup.wait(min(timeout, BUSY_POLL))
         else:
             self._rest()  # one-item requests may come as handoffs (handoff.py)
-            woke = self.redis.blpop(list(self._wake_keys), timeout=timeout)
+            woke = self.redis.blpop(list(self._wake_keys), timeout=min(timeout, REST_MAX))
             if not woke:
                 return
             if woke[1].startswith("["):
