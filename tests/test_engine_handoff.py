@@ -4,6 +4,7 @@ leased as by a claim, unless something may go first; a worker that pops a
 handoff made for another takes it over first; a handoff made for a worker
 that dies is not lost. Runs on a single server and on a cluster."""
 import json
+import random
 import threading
 import time
 
@@ -196,3 +197,38 @@ def test_a_handoff_made_for_a_sigkilled_worker_is_not_lost(qc, workers, restart_
         assert rec["status"] == "done" and qc.redis.hlen(qc.keys.request(rid).results) == 1
     assert handoffs(qc, "crash") == []
     wait_for(lambda: dispatch_is_empty(qc, "crash"), 10)
+
+
+@pytest.mark.slow
+def test_sigkills_while_one_item_requests_trickle_in_to_resting_workers_lose_nothing(qc, workers):
+    """Submissions arrive one by one while workers are mostly at rest (so most
+    go as handoffs), and workers are SIGKILLed at random instants, some while
+    a handoff made for them waits on the wake list: every request ends
+    completed with one result, and nothing is left in dispatch."""
+    qc.define_queue("trickle", QueueConfig(lease_seconds=2))
+    qk = qc.keys.queue("trickle")
+    procs = [workers.start("trickle"), workers.start("trickle")]
+    wait_for(lambda: qc.redis.zcard(qk.idle) == 2, 30, message=workers.logs())
+    rng = random.Random(7)
+    subs, handed, kills = [], 0, 0
+    next_kill = time.monotonic() + rng.uniform(0.3, 0.6)
+    deadline = time.monotonic() + 4.0
+    while time.monotonic() < deadline:
+        sub = qc.submit("trickle", "echo", [len(subs)], dedup=False)
+        subs.append(sub)
+        handed += qc.redis.hget(qc.keys.request(sub.id).items, "d") != "0"
+        if time.monotonic() >= next_kill:
+            victim = procs.pop(rng.randrange(len(procs)))
+            workers.kill(victim)
+            procs.append(workers.start("trickle"))
+            kills += 1
+            next_kill = time.monotonic() + rng.uniform(0.3, 0.6)
+        time.sleep(rng.uniform(0.001, 0.004))
+    assert kills >= 5 and handed >= len(subs) // 3, (kills, handed, len(subs))
+    rids = [s.id for s in subs]
+    wait_for(lambda: all(s and s["state"] == "completed" for s in qc.statuses(rids)), 60, interval=0.3,
+             message=workers.logs())
+    for rid in rids:
+        (rec,) = list(qc.results(rid))
+        assert rec["status"] == "done" and qc.redis.hlen(qc.keys.request(rid).results) == 1
+    wait_for(lambda: dispatch_is_empty(qc, "trickle") and handoffs(qc, "trickle") == [], 10)
