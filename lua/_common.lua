@@ -49,7 +49,7 @@ end
 local REST_MS = 2000
 
 -- Handoffs (submit_one-17) are JSON arrays on the wake list: [worker, request
--- id, take answer]. Remove those made for `worker` and return them.
+-- id, take answer, rest began]. Remove those made for `worker` and return them.
 local function take_handoffs(wake_key, worker)
   local out = {}
   for _, v in ipairs(redis.call('LRANGE', wake_key, 0, -1)) do

@@ -51,7 +51,7 @@
     {2, other_id} a duplicate (nothing created)
     -5  a request with this id exists already
   A handoff on the wake list is the JSON array [worker id, request id,
-  take-5's answer for the request's token].
+  take-5's answer for the request's token, when the worker's rest began].
 ]]
 --@include _common.lua
 --@include _request.lua
@@ -76,17 +76,17 @@ local function idle_worker()
   if #rest == 0 then return nil end
   if tonumber(rest[2]) < now - REST_MS then
     redis.call('ZREMRANGEBYSCORE', KEYS[17], '-inf', '(' .. fmt(now - REST_MS))
-    rest = redis.call('ZRANGE', KEYS[17], 0, 0)
+    rest = redis.call('ZRANGE', KEYS[17], 0, 0, 'WITHSCORES')
     if #rest == 0 then return nil end
   end
   local cfg = redis.call('HMGET', KEYS[16], 'paused', 'rate_spec')
   if cfg[1] == '1' or (cfg[2] or '') ~= '' then return nil end
   local first = redis.call('ZRANGE', KEYS[6], 0, 0, 'WITHSCORES')
   if #first == 2 and tonumber(first[2]) < (100 - priority) * BAND then return nil end -- it would go first
-  return rest[1]
+  return rest[1], rest[2]
 end
 
-local worker = idle_worker()
+local worker, rested = idle_worker()
 local marker = rid -- the wake marker; none for a handoff, which is pushed below
 if worker then marker = false end
 create_lean(meta_fields(now, 1, 1, ARGV, 14, last, delay, tonumber(ARGV[6])), ARGV[last + 1], now)
@@ -99,6 +99,6 @@ if worker and answer[1] == 0 then
   redis.call('HSET', KEYS[14], token, worker)
   redis.call('ZADD', KEYS[15], now + lease, token)
   local took = take_request(worker, lease, tonumber(ARGV[10]), tonumber(ARGV[11]), ARGV[12], 1, nil)
-  redis.call('RPUSH', KEYS[9], cjson.encode({worker, rid, took}))
+  redis.call('RPUSH', KEYS[9], cjson.encode({worker, rid, took, tonumber(rested)}))
 end
 return answer

@@ -46,8 +46,9 @@ def test_a_submission_to_a_resting_worker_is_claimed_and_taken_for_it(qc):
     assert qc.redis.hget(qk.held, token) == "w1" and item["h"] == "w1" and item["d"] == "1"
     assert qc.redis.zscore(qk.leases, token) > now_ms(qc)  # leased as by a claim
     assert qc.redis.zcard(qk.tokens) == 0 and qc.status(sub.id)["state"] == "running"
-    ((wid, rid, took),) = handoffs(qc, "default")
+    ((wid, rid, took, began),) = handoffs(qc, "default")
     assert (wid, rid) == ("w1", sub.id) and took[0] == 0 and took[9] == '"hello"'
+    assert began <= now_ms(qc)  # when its rest began: for a takeover (adopt-5)
     assert sub.id not in qc.redis.lrange(qk.wake, 0, -1)  # no wake marker besides the handoff
     assert qc.redis.zscore(qk.idle, "w1") is None  # busy from now on: the next submission is not its
     other = qc.submit("default", "echo", ["next"], dedup=False)
@@ -155,15 +156,18 @@ def test_a_resting_worker_runs_a_handoff(qc):
 
 def test_a_worker_takes_over_a_handoff_made_for_another_and_its_retries_count(qc):
     """The handoff is made for a 'ghost' at rest longer than the real worker,
-    which pops it: it takes the item over (adopt-4), so its failures are
+    which pops it: it takes the item over (adopt-5), so its failures are
     recorded as retries and then a dead letter, not left to a lease of 60 s."""
     qk = qc.keys.queue("default")
     qc.define_queue("default", QueueConfig(max_attempts=2, backoff_seconds=0.0, lease_seconds=60))
     with Running(qc) as w:
         wait_for(lambda: qc.redis.zscore(qk.idle, w.id) is not None, 10)
-        qc.redis.zadd(qk.idle, {"ghost": now_ms(qc) - 500})
+        began = now_ms(qc) - 500
+        qc.redis.zadd(qk.idle, {"ghost": began})
         sub = qc.submit("default", "fail", ["x"], dedup=False)
         assert qc.redis.hget(qc.keys.request(sub.id).items, "d") == "1"  # handed to the ghost
+        # taken over, and the ghost's rest is back as it began (it would still be blocked, were it alive)
+        wait_for(lambda: qc.redis.zscore(qk.idle, "ghost") == began, 10)
         wait_for(lambda: qc.status(sub.id)["state"] == "failed", 15)
     st = qc.status(sub.id)
     (rec,) = list(qc.results(sub.id))

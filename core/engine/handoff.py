@@ -17,7 +17,9 @@ What keeps the semantics: the token is held and the item leased as by a
 claim, so a worker that dies with it loses nothing (its lease, or the
 recovery of a dead worker, brings it back; release_worker also removes the
 handoffs made for it). A worker that pops a handoff made for another takes
-it over first (adopt-4), and runs nothing unless the other still held it.
+it over first (adopt-5), and runs nothing unless the other still held it;
+the other gets its rest back as it began, so that the next handoff is made
+for the worker Redis will serve.
 A worker that woke for something else stops resting in its next round trip
 (rest-2 "out"), which also returns any handoff made for it meanwhile that
 no one popped: it holds those, so it runs them (or, leaving, hands them
@@ -62,22 +64,23 @@ class Handoffs:
     def _rested(self, queues: list[str], answers: list) -> None:
         for q, handoffs in zip(queues, answers):
             for value in handoffs:
-                self._handed.append((q, json.loads(value)))
+                _, rid, took, *_ = json.loads(value)
+                self._handed.append((q, rid, took))
 
     def _popped(self, queue: str, value: str) -> None:
         """A handoff popped from `queue`'s wake list: this worker's to run,
         once taken over if it was made for another."""
-        wid, rid, took = json.loads(value)
-        if wid != self.id and not self._adopt(queue, rid, wid, took):
+        wid, rid, took, *rested = json.loads(value)
+        if wid != self.id and not self._adopt(queue, rid, wid, took, rested[0] if rested else ""):
             return
-        self._handed.append((queue, [wid, rid, took]))
+        self._handed.append((queue, rid, took))
 
-    def _adopt(self, queue: str, rid: str, wid: str, took) -> bool:
+    def _adopt(self, queue: str, rid: str, wid: str, took, rested) -> bool:
         if isinstance(took, int):  # the take found nothing: nothing to run
             return False
         qk, rk = self.keys.queue(queue), self.keys.request(rid)
-        return self.scripts("adopt", [qk.held, qk.leases, rk.items, rk.leases],
-                            [f"{rid}#1", wid, self.id, self.config(queue).lease_ms]) == 1
+        return self.scripts("adopt", [qk.held, qk.leases, rk.items, rk.leases, qk.idle],
+                            [f"{rid}#1", wid, self.id, self.config(queue).lease_ms, rested]) == 1
 
     def _handed_items(self) -> dict[str, list[Item]]:
         """The items of the handoffs this worker holds, by queue (`_took`
@@ -85,7 +88,7 @@ class Handoffs:
         by_queue: dict[str, list[Item]] = {}
         handed, self._handed = self._handed, []
         now = time.monotonic()
-        for queue, (_, rid, took) in handed:
+        for queue, rid, took in handed:
             token = f"{rid}#1"
             items = self._took(queue, [(rid, [token])], [took], claimed={token: now})
             by_queue.setdefault(queue, []).extend(items)

@@ -110,7 +110,7 @@ class Worker(Claiming, Keeping, Handoffs, Outcomes):
         self._wake_keys = {self.keys.queue(q).wake: q for q in self.queues}
         self._hints: dict[str, str] = {}  # queue -> a one-item request whose wake marker woke this worker
         self._resting = False  # at rest on its queues: handoffs may come (handoff.py)
-        self._handed: list[tuple[str, list]] = []  # (queue, handoff) held, to start
+        self._handed: list[tuple[str, str, list]] = []  # (queue, request id, take answer) of handoffs held, to start
         self._lean_acks: list[int] = []  # requests per ack_lean call in the round trip being built (claims.py)
         self._releases: dict[str, list] = {q: [] for q in self.queues}  # queue -> token, mode, until
         self._kept: dict[str, list[Item]] = {}  # queue -> acknowledged items whose tokens are kept (keeping.py)
