@@ -239,7 +239,7 @@ class QueueClient(Steering, Reads):
               callback_signer: str = "", rate_limit: str | None = None) -> Submission:
         """Open a streamed request: add items with `add`, then `finalize`.
         De-duplication applies only with an explicit key (items are unknown yet)."""
-        config, priority, concurrency = self._validate(queue, processor, priority, concurrency)
+        _, priority, concurrency = self._validate(queue, processor, priority, concurrency)
         dedup_key = check_dedup_key(dedup_key)
         delay_ms, expires_ms = _ms(delay, "delay"), _ms(expires_in or 0, "expiry")
         rid = new_request_id()
