@@ -30,6 +30,18 @@ def handoffs(qc, queue):
     return [json.loads(v) for v in qc.redis.lrange(qc.keys.queue(queue).wake, 0, -1) if v.startswith("[")]
 
 
+def each_done_once(qc, queue, subs, workers, timeout):
+    """Every request completes with one result; then nothing is left in
+    dispatch and no handoff on the wake list."""
+    rids = [s.id for s in subs]
+    wait_for(lambda: all(s and s["state"] == "completed" for s in qc.statuses(rids)), timeout, interval=0.2,
+             message=workers.logs())
+    for rid in rids:
+        (rec,) = list(qc.results(rid))
+        assert rec["status"] == "done" and qc.redis.hlen(qc.keys.request(rid).results) == 1
+    wait_for(lambda: dispatch_is_empty(qc, queue) and handoffs(qc, queue) == [], 10)
+
+
 def now_ms(qc):
     sec, usec = qc.redis.time()
     return sec * 1000 + usec // 1000
@@ -193,14 +205,7 @@ def test_a_handoff_made_for_a_sigkilled_worker_is_not_lost(qc, workers, restart_
     assert [h[0] for h in handoffs(qc, "crash")] == [dead]
     time.sleep(restart_after)
     workers.start("crash")
-    rids = [s.id for s in subs]
-    wait_for(lambda: all(s and s["state"] == "completed" for s in qc.statuses(rids)), 20, interval=0.2,
-             message=workers.logs())
-    for rid in rids:
-        (rec,) = list(qc.results(rid))
-        assert rec["status"] == "done" and qc.redis.hlen(qc.keys.request(rid).results) == 1
-    assert handoffs(qc, "crash") == []
-    wait_for(lambda: dispatch_is_empty(qc, "crash"), 10)
+    each_done_once(qc, "crash", subs, workers, timeout=20)
 
 
 @pytest.mark.slow
@@ -229,10 +234,4 @@ def test_sigkills_while_one_item_requests_trickle_in_to_resting_workers_lose_not
             next_kill = time.monotonic() + rng.uniform(0.3, 0.6)
         time.sleep(rng.uniform(0.001, 0.004))
     assert kills >= 5 and handed >= len(subs) // 3, (kills, handed, len(subs))
-    rids = [s.id for s in subs]
-    wait_for(lambda: all(s and s["state"] == "completed" for s in qc.statuses(rids)), 60, interval=0.3,
-             message=workers.logs())
-    for rid in rids:
-        (rec,) = list(qc.results(rid))
-        assert rec["status"] == "done" and qc.redis.hlen(qc.keys.request(rid).results) == 1
-    wait_for(lambda: dispatch_is_empty(qc, "trickle") and handoffs(qc, "trickle") == [], 10)
+    each_done_once(qc, "trickle", subs, workers, timeout=60)
