@@ -2,10 +2,10 @@
   A worker's rest on one queue, for handoffs (submit_one-17): "in" as it
   blocks on the wake list (for at most REST_MS, _common.lua), "out" once it
   woke. A rest is scored by when it began: the longest at rest is the
-  client Redis serves first among those blocked on the list. Out, if its rest was taken by
-  a handoff it did not pop itself, the handoffs to it still on the wake list
-  are removed and returned (it holds their tokens: it runs them or hands
-  them back).
+  client Redis serves first among those blocked on the list. Out, if a
+  handoff took its rest, the handoffs to it still on the wake list are
+  removed and returned (it holds their tokens: it runs them or hands them
+  back).
 
   Input:
     KEYS[1] idle  ZSET worker id -> when its rest began (ms)

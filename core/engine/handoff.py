@@ -3,8 +3,9 @@ worker with its item, in one hop, as in a plain list queue.
 
 An idle worker *rests* on each of its queues (rest-2 "in": a queue-slot
 ZSET of worker id -> when the rest began) just before it blocks on the wake
-lists (for less than REST_MAX: an older rest is a dead worker's). `submit_one` finds the worker that has rested longest and, when
-nothing may go first (the queue is not paused and has no rate limit, the
+lists, for at most REST_MAX (an older rest is a dead worker's).
+`submit_one` finds the worker that has rested longest and, when nothing may
+go first (the queue is not paused and has no rate limit, the
 request has no delay or rate limit of its own, and no token of its priority
 or better waits), claims the token and takes the item for it in the same
 script, and pushes the take's answer onto the wake list instead of a
@@ -70,7 +71,7 @@ class Handoffs:
     def _popped(self, queue: str, value: str) -> None:
         """A handoff popped from `queue`'s wake list: this worker's to run,
         once taken over if it was made for another."""
-        wid, rid, took, *rested = json.loads(value)
+        wid, rid, took, *rested = json.loads(value)  # rested: absent in a handoff of an older version
         if wid != self.id and not self._adopt(queue, rid, wid, took, rested[0] if rested else ""):
             return
         self._handed.append((queue, rid, took))
