@@ -24,7 +24,7 @@ ROOT = BENCH.parent
 OUT = BENCH / "out"
 sys.path.insert(0, str(ROOT))
 
-from core import embedded  # noqa: E402  (one place that finds redis binaries and free ports)
+from queueadmin.core import embedded  # noqa: E402  (one place that finds redis binaries and free ports)
 
 
 # -- processes ----------------------------------------------------------------

@@ -53,7 +53,7 @@ def pct(values, p):
 
 
 def setup(tmp: Path):
-    from core import embedded
+    from queueadmin.core import embedded
 
     port = embedded.free_port()
     redis_proc = embedded.start(port, tmp / "redis", appendonly=False, log=tmp / "redis.log")
@@ -71,8 +71,8 @@ def setup(tmp: Path):
 
 def populate(n_requests: int, n_items: int) -> tuple[str, str]:
     """n_requests queued requests holding n_items items in all; one of them big."""
-    from core import services
-    from core.engine.client import QueueClient
+    from queueadmin.core import services
+    from queueadmin.core.engine.client import QueueClient
 
     services.sync_queues()
     client: QueueClient = services.engine()
@@ -101,7 +101,7 @@ def bench_user():
 def time_pages(sample: str, big: str, runs: int) -> list[tuple[str, float, float]]:
     from django.test import Client
 
-    from core.views.live import render_topic
+    from queueadmin.core.views.live import render_topic
 
     user = bench_user()
     c = Client()
@@ -309,7 +309,7 @@ def ws_round(server_cmd: list[str], tmp: Path, cookie: str, rid: str, sockets: i
     the first message on that socket showing that progress or later."""
     import redis as redis_lib
 
-    from core import services
+    from queueadmin.core import services
 
     eng = services.engine()
     r = redis_lib.Redis.from_url(os.environ["REDIS_URL"])
@@ -404,7 +404,7 @@ DEFAULT_SERVER = "uvicorn"
 def start_server(cmd: list[str], log_path: Path) -> tuple[subprocess.Popen, int]:
     """Start an ASGI server on a free loopback port (its output in log_path, or
     in log_path/server.log when that is a folder) and wait until it answers."""
-    from core import embedded
+    from queueadmin.core import embedded
 
     port = embedded.free_port()
     argv = [a.format(bin=Path(sys.executable).parent, port=port) for a in cmd]
@@ -488,7 +488,7 @@ def main():
                           f"server CPU {res['server_cpu']:.0%}, client CPU {res['client_cpu']:.0%}, "
                           f"load {os.getloadavg()[0]:.1f}", file=sys.stderr)
         finally:
-            from core import embedded
+            from queueadmin.core import embedded
 
             embedded.stop(redis_proc)
     load.append(os.getloadavg()[0])

@@ -37,8 +37,8 @@ GOAL_MS = 200
 def populate(dead: int, waiting: int, requests: int) -> dict:
     """`dead` dead letters over `requests` requests plus one big request of a
     tenth of them; `waiting` items waiting for a retry in one request."""
-    from core import services
-    from core.models import Queue
+    from queueadmin.core import services
+    from queueadmin.core.models import Queue
 
     Queue.objects.update_or_create(name="doomed", defaults={"max_attempts": 1})
     Queue.objects.update_or_create(name="retrying", defaults={"max_attempts": 2, "backoff_seconds": 3600,
@@ -59,7 +59,7 @@ def populate(dead: int, waiting: int, requests: int) -> dict:
 
 def drain(tmp: Path, queues: str, expect_dead: int, expect_waiting: int, doomed: list[str], slow: str | None):
     """queue_worker --burst until every item failed (or waits for its retry)."""
-    from core import services
+    from queueadmin.core import services
 
     eng = services.engine()
     started = time.perf_counter()
@@ -94,7 +94,7 @@ def drain(tmp: Path, queues: str, expect_dead: int, expect_waiting: int, doomed:
 def time_pages(ids: dict, dead: int, runs: int) -> list[tuple[str, float, float]]:
     from django.test import Client
 
-    from core.views.live import render_topic
+    from queueadmin.core.views.live import render_topic
 
     c = Client()
     c.force_login(bench_user())
@@ -148,7 +148,7 @@ def main():
             drain(tmp, "doomed,retrying", made, args.waiting, ids["doomed"], ids["slow"])
             rows = time_pages(ids, made, args.runs)
         finally:
-            from core import embedded
+            from queueadmin.core import embedded
 
             embedded.stop(redis_proc)
     print(f"\nqueueadmin dashboard pages — {made:,} dead letters in {args.requests + 1} requests, "

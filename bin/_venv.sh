@@ -1,8 +1,10 @@
 # Shared set-up of bin/run, bin/test and bin/bench (sourced, not run): a
-# .venv with the pinned requirements (pip runs only when requirements.txt or
-# the Python version changed) and the database migrations.
+# .venv with the pinned requirements (pip runs only when the requirements
+# files or the Python version changed). `venv_setup` installs requirements.txt
+# (the standalone service's tested lock); `venv_setup requirements-test.txt`
+# adds the test and benchmark tools.
 venv_setup() {
-    local py
+    local py reqs="${1:-requirements.txt}"
     if [[ ! -x .venv/bin/python ]]; then
         py="$(command -v python3.11 || command -v python3 || true)"
         [[ -n "$py" ]] || { echo "error: python3.11 (or python3) not found" >&2; exit 1; }
@@ -11,14 +13,13 @@ venv_setup() {
         "$py" -m venv .venv
     fi
     local want have=""
-    want="$( { sha256sum requirements.txt; .venv/bin/python -V; } | sha256sum | cut -d' ' -f1)"
+    want="$( { sha256sum requirements*.txt; echo "$reqs"; .venv/bin/python -V; } | sha256sum | cut -d' ' -f1)"
     [[ -f .venv/.requirements.sha256 ]] && have="$(cat .venv/.requirements.sha256)"
     if [[ "$want" != "$have" ]]; then
-        echo "==> pip install -r requirements.txt"
-        .venv/bin/python -m pip install --disable-pip-version-check -q -r requirements.txt
+        echo "==> pip install -r $reqs"
+        .venv/bin/python -m pip install --disable-pip-version-check -q -r "$reqs"
         echo "$want" > .venv/.requirements.sha256
     fi
     mkdir -p "${QUEUEADMIN_VAR:-var}"
-    [[ -n "${DATABASE_PATH:-}" ]] && mkdir -p "$(dirname "$DATABASE_PATH")"
-    .venv/bin/python manage.py migrate --noinput -v 0
+    chmod 700 "${QUEUEADMIN_VAR:-var}"
 }

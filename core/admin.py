@@ -176,7 +176,7 @@ class ApiTokenForm(forms.ModelForm):
     scopes = forms.MultipleChoiceField(
         choices=[(s, s) for s in auth.SCOPES], widget=forms.CheckboxSelectMultiple,
         help_text="read: requests, results, queues (staff); submit: new requests; steer: cancel, priority, "
-                  "concurrency, requeue, retry (submit and steer need core.change_requestrecord); "
+                  "concurrency, requeue, retry (submit and steer need queueadmin.change_requestrecord); "
                   "metrics: /metrics.")
 
     class Meta:
@@ -358,7 +358,7 @@ class PeriodicRequestAdmin(admin.ModelAdmin):
     def last_request(self, obj):
         if not obj.last_request_id:
             return "—"
-        return format_html('<a href="{}">{}</a>', reverse("request_detail", args=[obj.last_request_id]),
+        return format_html('<a href="{}">{}</a>', reverse("queueadmin:request_detail", args=[obj.last_request_id]),
                            obj.last_request_id)
 
     @admin.action(description="Run selected periodic requests now", permissions=["change"])

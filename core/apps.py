@@ -1,8 +1,13 @@
 from django.apps import AppConfig
 
 
-class CoreConfig(AppConfig):
-    name = "core"
+class QueueadminConfig(AppConfig):
+    """The app a project installs as ``"queueadmin"`` (queueadmin/apps.py
+    points here). Its label is ``queueadmin``, so it sits beside a project's
+    own ``core`` app: tables ``queueadmin_*``, permissions ``queueadmin.*``."""
+
+    name = "queueadmin.core"
+    label = "queueadmin"
     verbose_name = "Queue administration"
     default_auto_field = "django.db.models.BigAutoField"
 

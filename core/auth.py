@@ -12,7 +12,7 @@
   else, and never beyond the owner's own permissions.
 * `token_required` guards a view: 401 without a usable token, 403 when the
   token does not allow the scope.
-* `can_act(user)`: superusers, and users with `core.change_requestrecord`,
+* `can_act(user)`: superusers, and users with `queueadmin.change_requestrecord`,
   may change things (submit, cancel, reprioritise, requeue...); other staff
   only view. The dashboard and the API share this one rule.
 * `metrics_allowed(request)`: /metrics takes QUEUEADMIN_METRICS_TOKEN from
@@ -24,11 +24,12 @@ import functools
 import hmac
 from datetime import timedelta
 
-from django.conf import settings
 from django.http import JsonResponse
 from django.utils import timezone
 
-ACT_PERMISSION = "core.change_requestrecord"
+from queueadmin.core import conf
+
+ACT_PERMISSION = "queueadmin.change_requestrecord"
 LAST_USED_RESOLUTION = timedelta(minutes=1)  # write last_used_at at most this often
 
 # read: requests, results, queues (staff); submit: new requests (can_act);
@@ -90,7 +91,7 @@ def grant_error(issuer, owner, scopes) -> str | None:
     beyond = [s for s in SCOPES if s in scopes - allowed]
     if beyond:
         return (f"user {owner.get_username()!r} lacks the permission for scope {', '.join(beyond)} "
-                "(read needs staff status; submit and steer need core.change_requestrecord or superuser)")
+                "(read needs staff status; submit and steer need queueadmin.change_requestrecord or superuser)")
     return None
 
 
@@ -137,7 +138,7 @@ def authenticate(request):
 
 def metrics_allowed(request) -> bool:
     """/metrics: the shared QUEUEADMIN_METRICS_TOKEN, or a token allowing `metrics`."""
-    shared = getattr(settings, "QUEUEADMIN_METRICS_TOKEN", "") or ""
+    shared = conf.get("METRICS_TOKEN") or ""
     key = bearer_key(request)
     if key is None:
         return False
@@ -153,7 +154,7 @@ def unauthorized(message: str = "missing or invalid API token (send 'Authorizati
     return response
 
 
-def forbidden(message: str = "this token's user may view but not act (needs core.change_requestrecord)"):
+def forbidden(message: str = "this token's user may view but not act (needs queueadmin.change_requestrecord)"):
     return JsonResponse({"error": message}, status=403)
 
 

@@ -4,7 +4,11 @@ Django's ASGI handler reads a whole body (into memory or a temporary file)
 before any view or middleware sees the request, so a view cannot refuse an
 upload it does not want: by then it has arrived. This guard sits in front:
 
-* API paths (/api/...): a body from a client without a usable API token may
+Only paths under queueadmin's mount point are guarded (all of them in the
+standalone service, where it is mounted at the root; a project's own views
+keep its own limits).
+
+* API paths (<mount>api/...): a body from a client without a usable API token may
   be at most API_ANON_MAX_BODY_BYTES (small); with one, API_MAX_BODY_BYTES.
   The token is only looked up when the body needs more than the anonymous
   allowance (a declared Content-Length above it, or a chunked body); an
@@ -32,8 +36,15 @@ class BodyTooLarge(Exception):
     pass
 
 
-def is_api(path: str) -> bool:
-    return path == "/api" or path.startswith("/api/")
+def mount_point() -> str:
+    """Where queueadmin's URLs are mounted ("/" in the standalone service)."""
+    from django.urls import reverse
+
+    return reverse("queueadmin:overview")
+
+
+def is_api(path: str, mount: str = "/") -> bool:
+    return path == mount + "api" or path.startswith(mount + "api/")
 
 
 def _headers(scope) -> dict[bytes, list[bytes]]:
@@ -73,11 +84,15 @@ async def refuse(send, status: int, code: str, message: str, api: bool, headers=
 class BodyLimit:
     def __init__(self, app):
         self.app = app
+        self.mount: str | None = None  # known once the URLconf is loaded (first request)
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
+        if self.mount is None and scope["type"] == "http":
+            self.mount = mount_point()
+        path = scope.get("path", "")
+        if scope["type"] != "http" or not path.startswith(self.mount):
             return await self.app(scope, receive, send)
-        api = is_api(scope.get("path", ""))
+        api = is_api(path, self.mount)
         headers = _headers(scope)
         try:
             declared = declared_length(headers)

@@ -1,11 +1,12 @@
 """The processors a deployment offers, the same in the web process and in
-every worker: the settings map QUEUEADMIN["PROCESSORS"] (name -> dotted path),
-plus the `@processor` functions of every installed app's `processors.py`,
-found at start-up (CoreConfig.ready) and added to that map, which stays the
-one list that submission, the forms and the workers read.
+every worker: the built-in ones, the settings map QUEUEADMIN["PROCESSORS"]
+(name -> dotted path), plus the `@processor` functions of every installed
+app's `processors.py`, found at start-up (QueueadminConfig.ready);
+`conf.processors()` is the one list that submission, the forms and the
+workers read.
 
     # myapp/processors.py
-    from core.catalog import processor
+    from queueadmin.core.catalog import processor
 
     @processor("thumbnail")
     def thumbnail(item): ...
@@ -15,27 +16,24 @@ one list that submission, the forms and the workers read.
 """
 from __future__ import annotations
 
-from django.conf import settings
 from django.utils.module_loading import autodiscover_modules
 
-from core.engine.processors import catalog, dotted_path, processor
+from queueadmin.core import conf
+from queueadmin.core.engine.processors import catalog, dotted_path, processor
 
 __all__ = ["processor", "autodiscover", "clashes"]
 
 
 def autodiscover() -> None:
-    """Import every installed app's `processors` module, then add the
-    decorated functions to the settings map (a name already there keeps its
+    """Import every installed app's `processors` module, whose decorated
+    functions join `conf.processors()` (a name the settings give keeps its
     path; the system check reports the clash)."""
     autodiscover_modules("processors")
-    paths = settings.QUEUEADMIN["PROCESSORS"]
-    for name, fn in catalog.functions.items():
-        paths.setdefault(name, dotted_path(fn))
 
 
 def clashes() -> dict[str, list[str]]:
     """Names given to more than one processor: name -> the paths."""
-    paths = settings.QUEUEADMIN["PROCESSORS"]
+    paths = {**conf.BUILTIN_PROCESSORS, **(conf.get("PROCESSORS") or {})}
     out = {name: set(found) for name, found in catalog.conflicts.items()}
     for name, fn in catalog.functions.items():
         if paths.get(name, dotted_path(fn)) != dotted_path(fn):

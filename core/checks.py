@@ -1,6 +1,8 @@
-"""System checks (`manage.py check`) for the processors: each one must import,
-each name must mean one function, and an async processor needs a worker that
-runs them on its event loop."""
+"""System checks (`manage.py check`): each processor must import, each name
+must mean one function, and an async processor needs a worker that runs them
+on its event loop; Redis must be named; SQLite needs the options that history
+writes from several processes need; secrets several machines share must not
+be generated on one of them."""
 from __future__ import annotations
 
 import inspect
@@ -8,14 +10,15 @@ import inspect
 from django.conf import settings
 from django.core import checks
 
-from core.catalog import clashes
-from core.engine.processors import ProcessorError, import_path
+from queueadmin.core import conf
+from queueadmin.core.catalog import clashes
+from queueadmin.core.engine.processors import ProcessorError, import_path
 
 
 def async_supported() -> bool:
     """Whether this engine's workers await `async def` processors (the
     runtime with an event loop, core/engine/executor.py)."""
-    from core.engine import worker
+    from queueadmin.core.engine import worker
 
     return bool(getattr(worker, "ASYNC_PROCESSORS", hasattr(worker, "Executor")))
 
@@ -23,13 +26,12 @@ def async_supported() -> bool:
 @checks.register("queueadmin")
 def check_processors(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     found: list[checks.CheckMessage] = []
-    for name, path in sorted(settings.QUEUEADMIN["PROCESSORS"].items()):
+    for name, path in sorted(conf.processors().items()):
         try:
             fn = import_path(path)
         except ProcessorError as exc:
             found.append(checks.Error(f"processor {name!r} cannot be imported: {exc}", obj=path,
-                                      hint="Fix the dotted path in QUEUEADMIN['PROCESSORS'] "
-                                           "(or QUEUEADMIN_EXTRA_PROCESSORS).", id="queueadmin.E001"))
+                                      hint="Fix the dotted path in QUEUEADMIN['PROCESSORS'].", id="queueadmin.E001"))
             continue
         if not callable(fn):
             found.append(checks.Error(f"processor {name!r} ({path}) is not callable", obj=path,
@@ -47,4 +49,60 @@ def check_processors(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
                                   obj=name, hint="Give each @processor its own name; the first one registered "
                                                  "(or the settings map's) is the one that runs.",
                                   id="queueadmin.E002"))
+    return found
+
+
+@checks.register("queueadmin")
+def check_redis_url(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    from urllib.parse import urlsplit
+
+    url = conf.redis_url()
+    if not url:
+        return [checks.Error("queueadmin has no Redis to use: REDIS_URL is not set",
+                             hint="Set REDIS_URL in the settings or the environment, e.g. redis://127.0.0.1:6379/0.",
+                             id="queueadmin.E010")]
+    if urlsplit(url).scheme not in ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster"):
+        return [checks.Error(f"REDIS_URL {url.rpartition('@')[2]!r} is not a Redis URL",
+                             hint="Use redis://host:port/db, rediss:// (TLS), unix:// or redis+cluster://.",
+                             id="queueadmin.E011")]
+    return []
+
+
+# What the history writes from several worker processes need of SQLite: a busy
+# timeout, and the write lock taken when a transaction begins (not upgraded
+# later, which fails at once with "database is locked" under contention).
+SQLITE_OPTIONS = {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
+
+
+@checks.register("queueadmin", checks.Tags.database)
+def check_sqlite_options(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    db = settings.DATABASES.get("default", {})
+    if db.get("ENGINE") != "django.db.backends.sqlite3":
+        return []
+    options = db.get("OPTIONS", {})
+    if float(options.get("timeout", 5)) >= 10 and str(options.get("transaction_mode", "")).upper() == "IMMEDIATE":
+        return []
+    return [checks.Warning(
+        "SQLite without the options queueadmin's workers need: several processes writing request history "
+        "get \"database is locked\"",
+        hint=f"Add to DATABASES['default']: \"OPTIONS\": {SQLITE_OPTIONS!r}, or use PostgreSQL.",
+        id="queueadmin.W010")]
+
+
+@checks.register("queueadmin")
+def check_shared_secrets(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """A secret generated on this machine cannot agree with the other machines'
+    (the standalone service generates the ones not given in the environment
+    and lists them in QUEUEADMIN_GENERATED_SECRETS)."""
+    db = settings.DATABASES.get("default", {})
+    if db.get("ENGINE") == "django.db.backends.sqlite3":
+        return []  # one machine
+    found = []
+    for name, variable in (("WEBHOOK_SECRET", "QUEUEADMIN_WEBHOOK_SECRET"), ("SECRET_KEY", "DJANGO_SECRET_KEY")):
+        if name in getattr(settings, "QUEUEADMIN_GENERATED_SECRETS", ()):
+            found.append(checks.Warning(
+                f"{name} was generated on this machine, and this database is shared by several machines: "
+                f"{'webhooks signed here fail verification against the others' if name == 'WEBHOOK_SECRET' else 'sessions and signatures made elsewhere are refused here'}",
+                hint=f"Set {variable} to the same value on every machine (docs/operations.md).",
+                id="queueadmin.W011"))
     return found

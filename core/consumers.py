@@ -25,15 +25,15 @@ from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from core import sockets as limits
-from core.auth import can_act
-from core.relay import get_relay, group_name
+from queueadmin.core import sockets as limits
+from queueadmin.core.auth import can_act
+from queueadmin.core.relay import get_relay, group_name
 
 SERVER_SEND = "queueadmin.server_send"  # scope key of the ASGI server's own send (see queueadmin/asgi.py)
 
 
 def _known_queues() -> set[str]:
-    from core import services
+    from queueadmin.core import services
 
     return set(services.engine().queues())
 
@@ -87,7 +87,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
         if self.ended:  # the session ended meanwhile
             return
         self.group = group_name(topic, self.variant)
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        if self.channel_layer is not None:  # none configured: the relay reaches this socket directly
+            await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         since = relay.subscribe(self.topic, self.variant, self)
         self.subscribed = True
@@ -177,6 +178,6 @@ class LiveConsumer(AsyncWebsocketConsumer):
     async def disconnect(self, code):
         group = self.group
         self._leave()
-        if group:
+        if group and self.channel_layer is not None:
             await self.channel_layer.group_discard(group, self.channel_name)
             self.group = ""

@@ -36,7 +36,7 @@ def free_port() -> int:
 
 
 def start(port: int, data_dir: Path, appendonly: bool = True, extra: list[str] | None = None,
-          log: Path | None = None) -> subprocess.Popen:
+          log: Path | None = None, timeout: float = 10.0) -> subprocess.Popen:
     """Start redis-server bound to 127.0.0.1 and wait until it answers PING."""
     data_dir.mkdir(parents=True, exist_ok=True)
     args = [binary(), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data_dir),
@@ -47,7 +47,7 @@ def start(port: int, data_dir: Path, appendonly: bool = True, extra: list[str] |
             "--stream-node-max-bytes", "512", *(extra or [])]
     out = open(log, "ab") if log else subprocess.DEVNULL
     proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    wait_ready(port, proc)
+    wait_ready(port, proc, timeout)
     return proc
 
 

@@ -5,13 +5,13 @@ import json
 from datetime import timedelta, timezone as dt_timezone
 
 from django import forms
-from django.conf import settings
 from django.utils import timezone
 
-from core.engine import ratelimit
-from core.engine.config import MAX_CONCURRENCY
-from core.engine.errors import QueueError
-from core.engine.limits import MAX_DEDUP_KEY_CHARS, check_item, check_text
+from queueadmin.core import conf
+from queueadmin.core.engine import ratelimit
+from queueadmin.core.engine.config import MAX_CONCURRENCY
+from queueadmin.core.engine.errors import QueueError
+from queueadmin.core.engine.limits import MAX_DEDUP_KEY_CHARS, check_item, check_text
 
 MAX_ITEMS = 100_000  # per request from the form (the engine takes more: limits.MAX_ITEMS_PER_REQUEST)
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
@@ -19,7 +19,7 @@ STATES = ["scheduled", "queued", "running", "completed", "failed", "cancelled", 
 
 
 def processor_choices():
-    return [(name, name) for name in sorted(settings.QUEUEADMIN["PROCESSORS"])]
+    return [(name, name) for name in sorted(conf.processors())]
 
 
 class SubmitForm(forms.Form):
@@ -82,7 +82,7 @@ class SubmitForm(forms.Form):
             self.fields["queue"].initial = default_queue
 
     def clean_callback_url(self):
-        from core import webhooks
+        from queueadmin.core import webhooks
 
         url = self.cleaned_data.get("callback_url") or ""
         problem = webhooks.refusal(url) if url else None

@@ -70,8 +70,8 @@ def serve(opts, make_worker: Callable[[int, int, Callable[[int], None]], object]
     """Run one worker here, or a pool of forked ones; returns the exit status.
     `make_worker(slot, recycled, exit_now)` builds a slot's Worker. A single
     worker that must be replaced re-executes itself (same pid)."""
-    from core.engine.pool import Pool
-    from core.engine.worker import RECYCLE
+    from queueadmin.core.engine.pool import Pool
+    from queueadmin.core.engine.worker import RECYCLE
 
     if opts.processes > 1:
         before_fork()  # no socket may be shared by the children
@@ -96,10 +96,10 @@ def _reexec(recycled: int) -> None:
     os.execv(sys.executable, [sys.executable, *sys.argv])
 
 
-def worker_options(opts, conf: dict) -> dict:
-    """The Worker's keyword arguments from the command line and QUEUEADMIN."""
-    return dict(burst=opts.burst, heartbeat=conf["HEARTBEAT_SECONDS"], dead_after=conf["DEAD_AFTER_SECONDS"],
-                aging_seconds=conf["AGING_SECONDS"], report_in_background=True, threads=opts.threads,
+def worker_options(opts, values: dict) -> dict:
+    """The Worker's keyword arguments from the command line and the settings (conf.values())."""
+    return dict(burst=opts.burst, heartbeat=values["HEARTBEAT_SECONDS"], dead_after=values["DEAD_AFTER_SECONDS"],
+                aging_seconds=values["AGING_SECONDS"], report_in_background=True, threads=opts.threads,
                 async_tasks=opts.async_tasks, time_limit_grace=opts.time_limit_grace,
                 max_items=opts.max_items_per_process, max_memory_mb=opts.max_memory_per_process)
 
@@ -122,12 +122,12 @@ class DjangoSide:
             import django
 
             django.setup()
-            from core import services
+            from queueadmin.core import services
 
             if self.sync_queues:
                 services.sync_queues()  # the database's queues reach Redis (admin edits do at once)
             self.services = services
-            from core import webhook_sender
+            from queueadmin.core import webhook_sender
 
             webhook_sender.start()  # webhook deliveries are sent from workers (core/webhook_sender.py)
         except Exception:  # history and app processors wait; the engine keeps serving
@@ -142,9 +142,9 @@ class DjangoSide:
 
     def processors(self) -> dict[str, str]:
         self.ready.wait(DJANGO_WAIT)
-        from django.conf import settings
+        from queueadmin.core import conf
 
-        return settings.QUEUEADMIN["PROCESSORS"]
+        return conf.processors()
 
 
 def main(argv: list[str]) -> int | None:
@@ -167,26 +167,29 @@ def main(argv: list[str]) -> int | None:
 
 
 def _connect(settings):
-    from core.engine.connection import connect
+    from queueadmin.core.engine.connection import connect
 
-    conf = settings.QUEUEADMIN
-    return connect(settings.REDIS_URL, cluster=getattr(settings, "REDIS_CLUSTER", False),
-                   wait_replicas=(conf.get("WAIT_REPLICAS", 0), conf.get("WAIT_TIMEOUT_MS", 1000)))
+    from queueadmin.core import conf
+
+    return connect(conf.redis_url(settings), cluster=conf.redis_cluster(settings),
+                   wait_replicas=(conf.get("WAIT_REPLICAS", settings), conf.get("WAIT_TIMEOUT_MS", settings)))
 
 
 def _queues_in_redis(settings) -> list[str]:
     """The queues Redis knows; Redis trouble at start is waited out."""
     import redis
 
-    from core.engine import errors
-    from core.engine.client import QueueClient
+    from queueadmin.core.engine import errors
+    from queueadmin.core.engine.client import QueueClient
 
-    where = settings.REDIS_URL.rpartition("@")[2]
+    from queueadmin.core import conf
+
+    where = (conf.redis_url(settings) or "").rpartition("@")[2]
     delay = 0.5
     while True:
         client = _connect(settings)
         try:
-            return QueueClient(client, prefix=settings.QUEUEADMIN["PREFIX"]).queues()
+            return QueueClient(client, prefix=conf.get("PREFIX", settings)).queues()
         except redis.RedisError as exc:
             if errors.trouble(exc) is None:
                 raise SystemExit(f"CommandError: {errors.describe(exc, where)}")
@@ -198,13 +201,15 @@ def _queues_in_redis(settings) -> list[str]:
 
 
 def _fast_worker(settings, opts, slot: int, recycled: int, exit_now):
-    from core.engine.client import QueueClient
-    from core.engine.processors import Processors
-    from core.engine.worker import Worker
+    from queueadmin.core.engine.client import QueueClient
+    from queueadmin.core.engine.processors import Processors
+    from queueadmin.core.engine.worker import Worker
 
-    conf = settings.QUEUEADMIN
+    from queueadmin.core import conf
+
+    values = conf.values(settings)
     django_side = DjangoSide(sync_queues=slot == 0).start()
-    client = QueueClient(_connect(settings), prefix=conf["PREFIX"], processors=conf["PROCESSORS"].keys())
-    return Worker(client, queue_names(opts), Processors(conf["PROCESSORS"], late=django_side.processors),
+    client = QueueClient(_connect(settings), prefix=values["PREFIX"], processors=values["PROCESSORS"].keys())
+    return Worker(client, queue_names(opts), Processors(values["PROCESSORS"], late=django_side.processors),
                   name=slot_name(opts, slot), on_finish_many=django_side.record_many, recycled=recycled, exit_now=exit_now,
-                  **worker_options(opts, conf))
+                  **worker_options(opts, values))

@@ -21,7 +21,6 @@ import logging
 import time
 
 import redis
-from django.conf import settings
 from django.http import HttpResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
@@ -33,6 +32,8 @@ from prometheus_client.registry import Collector
 from . import auth
 from .engine import stats
 from .engine.client import QueueError
+
+from queueadmin.core import conf
 
 log = logging.getLogger("queueadmin.metrics")
 
@@ -126,7 +127,7 @@ def engine_families(r, keys, queues: list[str]) -> list:
 def worker_queues(client, now: float) -> tuple[list[str], dict[str, list[str]]]:
     """Registered worker ids, and the live ones with their queues. Live: a
     heartbeat (the score in `workers`) within DEAD_AFTER_SECONDS."""
-    cutoff = (now - float(settings.QUEUEADMIN.get("DEAD_AFTER_SECONDS", 10.0))) * 1000
+    cutoff = (now - float(conf.get("DEAD_AFTER_SECONDS"))) * 1000
     entries = client.redis.zrange(client.keys.workers, 0, -1, withscores=True)
     pipe = client.redis.pipeline(transaction=False)
     for wid, _ in entries:

@@ -11,7 +11,7 @@ import redis
 from django.http import JsonResponse
 from django.shortcuts import render
 
-from core.engine.errors import describe, trouble
+from queueadmin.core.engine.errors import describe, trouble
 
 log = logging.getLogger("queueadmin.dashboard")
 
@@ -42,12 +42,12 @@ class RedisTroubleMiddleware:
 
     @staticmethod
     def page(request, message: str):
-        from core.auth import can_act
-        from core.views.common import NAV
+        from queueadmin.core.auth import can_act
+        from queueadmin.core.views.common import NAV
 
         htmx = getattr(request, "htmx", False)
         fragment = htmx and not htmx.boosted
-        template = "qa/unavailable_body.html" if fragment else "qa/unavailable.html"
+        template = "queueadmin/unavailable_body.html" if fragment else "queueadmin/unavailable.html"
         try:
             acts = can_act(request.user)
         except Exception:  # the database may be in trouble too: the page still renders

@@ -12,8 +12,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 from django.utils import timezone
 
-from core.engine import ratelimit
-from core.engine.config import MAX_CONCURRENCY, QueueConfig
+from queueadmin.core.engine import ratelimit
+from queueadmin.core.engine.config import MAX_CONCURRENCY, QueueConfig
 
 _DEFAULTS = QueueConfig()
 
@@ -105,7 +105,7 @@ class ApiToken(models.Model):
     prefix = models.CharField(max_length=8, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
-    # Space-separated names from core.auth.SCOPES; tokens from before scopes got "read submit steer".
+    # Space-separated names from queueadmin.core.auth.SCOPES; tokens from before scopes got "read submit steer".
     scopes = models.CharField(max_length=64, help_text="What the token may do (see core.auth.SCOPES).")
     expires_at = models.DateTimeField(null=True, blank=True, help_text="Refused from then on (empty: never expires).")
     revoked_at = models.DateTimeField(null=True, blank=True, help_text="Refused from then on.")
@@ -210,7 +210,7 @@ class PeriodicRequest(models.Model):
         return out
 
     def to_definition(self):
-        from core.engine.periodic import Definition
+        from queueadmin.core.engine.periodic import Definition
 
         return Definition(name=self.name, queue=self.queue_id, processor=self.processor, items=self.item_list(),
                           priority=self.priority, concurrency=self.concurrency,

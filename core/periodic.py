@@ -17,16 +17,16 @@ from datetime import datetime, timezone
 
 import redis
 from django import forms
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
-from core import services
-from core.engine import periodic
-from core.engine.errors import QueueError
-from core.models import PeriodicRequest
+from queueadmin.core import conf
+from queueadmin.core import services
+from queueadmin.core.engine import periodic
+from queueadmin.core.engine.errors import QueueError
+from queueadmin.core.models import PeriodicRequest
 
 log = logging.getLogger("queueadmin")
 
@@ -148,7 +148,7 @@ class PeriodicRequestForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        known = sorted(settings.QUEUEADMIN["PROCESSORS"])
+        known = sorted(conf.processors())
         current = self.instance.processor if self.instance.pk else ""
         self.fields["processor"].choices = [(p, p) for p in known] + (
             [(current, f"{current} (unknown)")] if current and current not in known else [])
@@ -157,7 +157,7 @@ class PeriodicRequestForm(forms.ModelForm):
 
     def clean_processor(self):
         name = self.cleaned_data["processor"]
-        if name not in settings.QUEUEADMIN["PROCESSORS"]:
+        if name not in conf.processors():
             raise ValidationError(f"Unknown processor {name}: workers could not run it.")
         return name
 

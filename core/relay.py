@@ -56,8 +56,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
-from django.conf import settings
+
+from queueadmin.core import conf
 
 log = logging.getLogger("queueadmin.relay")
 
@@ -77,7 +77,7 @@ def group_name(topic: str, variant: str) -> str:
 def render(topic: str, variant: str) -> str:
     from django.db import close_old_connections
 
-    from core.views.live import render_topic
+    from queueadmin.core.views.live import render_topic
 
     close_old_connections()
     try:
@@ -108,7 +108,6 @@ class Relay:
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self.loop = loop
         self.topics: dict[str, TopicState] = {}
-        self.layer = get_channel_layer()
         self.wake = asyncio.Event()
         self.tasks: list[asyncio.Task] = []
         self.idle_since: float | None = None
@@ -118,7 +117,7 @@ class Relay:
         self.members: dict[tuple[str, str], set] = {}  # consumers of this process, by (topic, variant)
         self.clock = 0  # orders subscriptions, requests for the state and renders (see `now`)
         self.states: dict[tuple[str, str], tuple[int, asyncio.Future]] = {}  # state renders under way
-        from core.sockets import Bucket
+        from queueadmin.core.sockets import Bucket
 
         self.budget = Bucket(rate=RENDER_BUDGET, burst=RENDER_BURST)
 
@@ -206,7 +205,7 @@ class Relay:
             self.wake.set()
 
     def on_event(self, event: dict) -> None:
-        from core.views.live import request_ids
+        from queueadmin.core.views.live import request_ids
 
         rid = event.get("id")
         self.stats["events"] += 1
@@ -234,13 +233,13 @@ class Relay:
         self.tasks = []
 
     async def _listen(self) -> None:
-        from core import services
-        from core.engine.connection import pubsub_client
+        from queueadmin.core import services
+        from queueadmin.core.engine.connection import pubsub_client
 
         channel = services.engine().channel
         delay = 0.2
         while True:
-            client = pubsub_client(settings.REDIS_URL)  # on a cluster: one node, the next one after a failure
+            client = pubsub_client(conf.redis_url())  # on a cluster: one node, the next one after a failure
             pubsub = client.pubsub(ignore_subscribe_messages=True)
             try:
                 await pubsub.subscribe(channel)
@@ -273,7 +272,7 @@ class Relay:
                     pass
 
     def _due(self, now: float) -> tuple[list[str], float]:
-        from core.views.live import period
+        from queueadmin.core.views.live import period
 
         due, wait = [], 1.0
         for topic, st in self.topics.items():
@@ -352,8 +351,8 @@ class Relay:
         Directly: the in-memory channel layer's group_send costs O(sockets)
         per receiving socket (it sweeps every queue for expired messages),
         which does not scale to hundreds of sockets, and it drops group
-        members after a day. Consumers still join the group, so other code can
-        reach them with group_send. The text is encoded by the server for each
+        members after a day. Where the project has a channel layer, consumers
+        still join the group, so other code can reach them with group_send. The text is encoded by the server for each
         socket (ASGI has no way to share a frame), but nothing else is done
         per socket: one str, no task (see `send_now`), no Channels layers (see
         `LiveConsumer.push`)."""

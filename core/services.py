@@ -5,24 +5,22 @@ from __future__ import annotations
 import functools
 from datetime import datetime, timezone
 
-from django.conf import settings
 
-from core.engine.client import QueueClient
-from core.engine.connection import connect
+from queueadmin.core import conf
+from queueadmin.core.engine.client import QueueClient
+from queueadmin.core.engine.connection import connect
 
 
 @functools.cache
 def redis_client():
     """A `Redis`, or a `RedisCluster` for a `redis+cluster://` URL or REDIS_CLUSTER."""
-    conf = settings.QUEUEADMIN
-    return connect(settings.REDIS_URL, cluster=getattr(settings, "REDIS_CLUSTER", False),
-                   wait_replicas=(conf.get("WAIT_REPLICAS", 0), conf.get("WAIT_TIMEOUT_MS", 1000)))
+    return connect(conf.redis_url(), cluster=conf.redis_cluster(),
+                   wait_replicas=(conf.get("WAIT_REPLICAS"), conf.get("WAIT_TIMEOUT_MS")))
 
 
 @functools.cache
 def engine() -> QueueClient:
-    conf = settings.QUEUEADMIN
-    return QueueClient(redis_client(), prefix=conf["PREFIX"], processors=conf["PROCESSORS"].keys())
+    return QueueClient(redis_client(), prefix=conf.get("PREFIX"), processors=conf.processors().keys())
 
 
 def reset():

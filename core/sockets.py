@@ -15,7 +15,7 @@
   `SESSION_CHECK_SECONDS` (which covers a logout served by another process,
   an expired or deleted session).
 
-Close codes (the browser sees them in its close event; static/qa/app.js
+Close codes (the browser sees them in its close event; static/queueadmin/app.js
 reloads the page on 4401). The caps count per server process.
   4400  not a topic a page uses
   4401  the session ended (logged out, password changed, expired)

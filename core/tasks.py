@@ -1,6 +1,6 @@
 """A Django Tasks backend (DEP 14): `@task` functions run by queueadmin workers.
 
-    TASKS = {"default": {"BACKEND": "core.tasks.QueueadminBackend", "QUEUES": []}}
+    TASKS = {"default": {"BACKEND": "queueadmin.core.tasks.QueueadminBackend", "QUEUES": []}}
 
 A task is the processor named "task:<module path>" (e.g. "task:shop.tasks.send_mail").
 `task.enqueue(*args, **kwargs)` submits a one-item request whose payload is
@@ -29,8 +29,8 @@ from django.apps import apps
 from django.db import close_old_connections, transaction
 from django.utils import timezone as dj_timezone
 
-from core.engine import ratelimit
-from core.engine.processors import MAX_NAME, ProcessorError, catalog
+from queueadmin.core.engine import ratelimit
+from queueadmin.core.engine.processors import MAX_NAME, ProcessorError, catalog
 
 try:  # Django 6: the framework is built in
     from django.tasks import task_backends
@@ -96,8 +96,8 @@ class QueueadminBackend(BaseTaskBackend):
         return result
 
     def get_result(self, result_id: str) -> TaskResult:
-        from core import services
-        from core.models import RequestRecord
+        from queueadmin.core import services
+        from queueadmin.core.models import RequestRecord
 
         try:
             status = services.engine().status(result_id) if result_id else None
@@ -134,7 +134,7 @@ def _payload(task: Task, args, kwargs) -> dict:
 def _submit(task: Task, payloads: list[dict], *, priority: int, run_after: datetime | None = None,
             concurrency: int | None = None, dedup_key: str | None = None, then: dict | None = None,
             rate_limit: str | None = None):
-    from core import services
+    from queueadmin.core import services
 
     name = processor_name(task)
     client = services.engine()
@@ -232,7 +232,7 @@ def _workers(record: dict) -> list[str]:
 
 
 def _from_redis(backend: QueueadminBackend, rid: str, status: dict) -> TaskResult:
-    from core import services
+    from queueadmin.core import services
 
     client = services.engine()
     task = _task_for(status["processor"])

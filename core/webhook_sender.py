@@ -24,8 +24,9 @@ import time
 import redis
 from django.db import DatabaseError, connection
 
-from core import webhooks
-from core.engine import webhook_store
+from queueadmin.core import conf
+from queueadmin.core import webhooks
+from queueadmin.core.engine import webhook_store
 
 log = logging.getLogger("queueadmin.webhooks")
 
@@ -52,14 +53,14 @@ def start() -> threading.Thread:
 
 class Sender:
     def __init__(self, client=None):
-        from core import services
+        from queueadmin.core import services
 
         self.client = client or services.engine()
-        self.timeout = float(webhooks.conf("WEBHOOK_TIMEOUT_SECONDS", 5.0))
-        self.first = float(webhooks.conf("WEBHOOK_BACKOFF_SECONDS", 10.0))
-        self.most = float(webhooks.conf("WEBHOOK_BACKOFF_MAX_SECONDS", 3600.0))
-        self.give_up_ms = int(float(webhooks.conf("WEBHOOK_GIVE_UP_SECONDS", 86400.0)) * 1000)
-        self.poll = float(webhooks.conf("WEBHOOK_POLL_SECONDS", 1.0))
+        self.timeout = float(conf.get("WEBHOOK_TIMEOUT_SECONDS"))
+        self.first = float(conf.get("WEBHOOK_BACKOFF_SECONDS"))
+        self.most = float(conf.get("WEBHOOK_BACKOFF_MAX_SECONDS"))
+        self.give_up_ms = int(float(conf.get("WEBHOOK_GIVE_UP_SECONDS")) * 1000)
+        self.poll = float(conf.get("WEBHOOK_POLL_SECONDS"))
 
     def run(self, stop: threading.Event | None = None) -> None:
         delay = self.poll

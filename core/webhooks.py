@@ -29,8 +29,10 @@ from urllib.parse import quote, urlsplit
 import redis
 from django.conf import settings
 
-from core.engine import webhook_store
-from core.engine.reads import TERMINAL
+from queueadmin.core import conf
+
+from queueadmin.core.engine import webhook_store
+from queueadmin.core.engine.reads import TERMINAL
 
 log = logging.getLogger("queueadmin.webhooks")
 
@@ -57,10 +59,6 @@ class Target:
     addresses: tuple[str, ...]  # every address of the host, each checked
 
 
-def conf(name: str, default):
-    return settings.QUEUEADMIN.get(name, default)
-
-
 # -- the allow-list ------------------------------------------------------------------
 
 
@@ -73,7 +71,7 @@ class AllowList:
 
     @classmethod
     def from_settings(cls) -> "AllowList":
-        entries = [str(e).strip().lower() for e in conf("WEBHOOK_ALLOWED_HOSTS", []) or [] if str(e).strip()]
+        entries = [str(e).strip().lower() for e in conf.get("WEBHOOK_ALLOWED_HOSTS") or [] if str(e).strip()]
         names, suffixes, networks = set(), [], []
         for entry in entries:
             try:
@@ -209,7 +207,7 @@ def refusal(url) -> str | None:
 
 
 def site_secret() -> str:
-    return str(conf("WEBHOOK_SECRET", "") or settings.SECRET_KEY)
+    return str(conf.get("WEBHOOK_SECRET") or settings.SECRET_KEY)
 
 
 def signer_secret(signer: str) -> str | None:
@@ -217,7 +215,7 @@ def signer_secret(signer: str) -> str | None:
     token); None when the token was deleted (or has no secret)."""
     if not signer:
         return site_secret()
-    from core.models import ApiToken
+    from queueadmin.core.models import ApiToken
 
     kind, _, pk = signer.partition(":")
     if kind != "token" or not pk.isdigit():
@@ -247,7 +245,7 @@ def enqueue_finished(status: dict) -> str | None:
     history write goes on."""
     if not status.get("callback_url") or status.get("state") not in TERMINAL:
         return None
-    from core import services, webhook_sender
+    from queueadmin.core import services, webhook_sender
 
     try:
         did = webhook_store.enqueue(services.engine(), status)
@@ -260,7 +258,7 @@ def enqueue_finished(status: dict) -> str | None:
 
 def for_request(rid: str) -> list[dict]:
     """A request's deliveries with their attempts, for its page."""
-    from core import services
+    from queueadmin.core import services
 
     try:
         return webhook_store.of_request(services.engine(), rid)

@@ -25,6 +25,11 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("QUEUEADMIN_VAR", BASE_DIR / "var"))
 
 
+# Secrets made on this machine because the environment gave none: `manage.py
+# check` warns when the database is shared by several machines (queueadmin.core.checks).
+QUEUEADMIN_GENERATED_SECRETS = []
+
+
 def _secret_key(path: Path, var: str = "DJANGO_SECRET_KEY") -> str:
     """The variable `var`, else the key in `path` (VAR_DIR/...), made on first start.
     Written to a private temp file and linked into place, so processes starting
@@ -32,6 +37,7 @@ def _secret_key(path: Path, var: str = "DJANGO_SECRET_KEY") -> str:
     key = env.str(var, default="")
     if key:
         return key
+    QUEUEADMIN_GENERATED_SECRETS.append("SECRET_KEY" if var == "DJANGO_SECRET_KEY" else "WEBHOOK_SECRET")
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}")
@@ -51,8 +57,6 @@ SECRET_KEY = _secret_key(VAR_DIR / "secret_key")
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
-# A shared key for a metrics scraper (core.auth.metrics_allowed); empty: API tokens with the metrics scope only.
-QUEUEADMIN_METRICS_TOKEN = env.str("QUEUEADMIN_METRICS_TOKEN", default="")
 
 # -- production: behind an HTTPS proxy (README "Configuration and production") --
 # DJANGO_SECURE=1 turns on secure cookies, the HTTPS redirect and HSTS; each can
@@ -83,7 +87,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "channels",
     "axes",
-    "core",
+    "queueadmin",
 ]
 # Django Tasks: the `django-tasks` backport before Django 6 (built in from 6.0),
 # and more apps from QUEUEADMIN_EXTRA_APPS (comma-separated; apps with tasks.py
@@ -95,7 +99,7 @@ if django.VERSION < (6, 0):
 INSTALLED_APPS += [a.strip() for a in os.environ.get("QUEUEADMIN_EXTRA_APPS", "").split(",") if a.strip()]
 TASKS = {
     "default": {
-        "BACKEND": "core.tasks.QueueadminBackend",
+        "BACKEND": "queueadmin.tasks.QueueadminBackend",
         "QUEUES": [],  # any queue defined in the admin
         # True: an enqueue inside a transaction is submitted when it commits (dropped on rollback)
         "ENQUEUE_ON_COMMIT": env.bool("QUEUEADMIN_TASKS_ON_COMMIT", default=False),
@@ -113,15 +117,16 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "core.middleware.RedisTroubleMiddleware",  # Redis down or full: a 503 page, not a 500
+    "queueadmin.core.middleware.RedisTroubleMiddleware",  # Redis down or full: a 503 page, not a 500
     "axes.middleware.AxesMiddleware",  # last: turns a locked-out login into the lockout page
 ]
 
-ROOT_URLCONF = "queueadmin.urls"
+ROOT_URLCONF = "queueadmin.root_urls"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        # the standalone service's own pages (login, error pages); the app's are found by APP_DIRS
+        "DIRS": [Path(__file__).resolve().parent / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -162,7 +167,7 @@ AUTH_PASSWORD_VALIDATORS = [
 # for one username from one address, that pair is refused for
 # QUEUEADMIN_LOGIN_COOLOFF_MINUTES (`manage.py axes_reset_username NAME` lifts it).
 AUTHENTICATION_BACKENDS = [
-    "core.login_backend.LoginThrottleBackend",
+    "queueadmin.core.login_backend.LoginThrottleBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = env.int("QUEUEADMIN_LOGIN_FAILURES", default=5)
@@ -178,12 +183,13 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
-STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").exists() else []
-# htmx and its WebSocket extension, installed from npm by bin/frontend and
-# served locally as static/vendor/... (no CDN, nothing vendored in git).
-FRONTEND_DIR = VAR_DIR / "frontend" / "node_modules"
+STATICFILES_DIRS = []  # the app's own static files are found in it (core/static)
+# htmx and its WebSocket extension: in the wheel they are the app's static
+# files; in a checkout bin/frontend installs them from npm into var/frontend,
+# served as static/queueadmin/vendor/... (no CDN, nothing vendored in git).
+FRONTEND_DIR = VAR_DIR / "frontend" / "dist"
 if FRONTEND_DIR.exists():
-    STATICFILES_DIRS.append(("vendor", FRONTEND_DIR))
+    STATICFILES_DIRS.append(("queueadmin/vendor", FRONTEND_DIR))
 # django-ninja's Swagger UI assets (/api/docs), as static/ninja/...: found
 # without importing ninja, which is not an installed app because importing it
 # (pydantic) would cost every command and worker half a second at start.
@@ -227,14 +233,14 @@ CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}
 # QUEUEADMIN_LOG_FORMAT=json: one JSON object per line (core/logs.py) from the
 # workers, Django and the web server (uvicorn's own loggers are taken over too);
 # plain text by default.
-from core.logs import log_format  # noqa: E402
+from queueadmin.core.logs import log_format  # noqa: E402
 
 LOG_FORMAT = log_format()
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
-                   "json": {"()": "core.logs.JsonFormatter"}},
+                   "json": {"()": "queueadmin.core.logs.JsonFormatter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "loggers": {"queueadmin": {"handlers": ["console"], "level": os.environ.get("QUEUEADMIN_LOG_LEVEL", "INFO")}},
 }
@@ -247,41 +253,28 @@ REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6390/0")
 # A Redis Cluster: REDIS_URL=redis+cluster://host:port[,host:port...], or a
 # redis:// URL of one node with REDIS_CLUSTER=1 (see docs/KEYS.md).
 REDIS_CLUSTER = os.environ.get("REDIS_CLUSTER", "").lower() in ("1", "true", "yes")
-QUEUEADMIN = {
-    "PREFIX": os.environ.get("QUEUEADMIN_PREFIX", "qa"),
-    "PROCESSORS": {
-        "echo": "core.engine.processors.echo",
-        "uppercase": "core.engine.processors.uppercase",
-        "word_count": "core.engine.processors.word_count",
-        "sha256": "core.engine.processors.sha256",
-        "sleep": "core.engine.processors.sleep",
-        "async_sleep": "core.engine.processors.async_sleep",
-        "fail": "core.engine.processors.fail",
-    },
-    # Lift a waiting request one priority level per this many seconds (None: off).
-    "AGING_SECONDS": float(os.environ["QUEUEADMIN_AGING_SECONDS"]) if os.environ.get("QUEUEADMIN_AGING_SECONDS") else None,
-    "HEARTBEAT_SECONDS": float(os.environ.get("QUEUEADMIN_HEARTBEAT_SECONDS", "1")),
-    "DEAD_AFTER_SECONDS": float(os.environ.get("QUEUEADMIN_DEAD_AFTER_SECONDS", "10")),
-    # Wait for this many replicas to have each write round trip (acks, submissions)
-    # before going on: WAIT n timeout. 0 = off (Redis replicates asynchronously).
-    "WAIT_REPLICAS": int(os.environ.get("QUEUEADMIN_WAIT_REPLICAS", "0")),
-    "WAIT_TIMEOUT_MS": int(os.environ.get("QUEUEADMIN_WAIT_TIMEOUT_MS", "1000")),
-    # The JSON API's limits (README "HTTP API"; core/api/caps.py). Bodies over a cap get 413,
-    # refused before they are read; anonymous bodies (no usable token) over the small cap too.
-    "API_MAX_BODY_BYTES": int(os.environ.get("QUEUEADMIN_API_MAX_BODY_BYTES", 64 * 1024 * 1024)),
-    "API_ANON_MAX_BODY_BYTES": int(os.environ.get("QUEUEADMIN_API_ANON_MAX_BODY_BYTES", 16 * 1024)),
-    "API_SMALL_BODY_BYTES": 16 * 1024,  # steering calls (priority, concurrency)
-    "API_MAX_ITEMS": int(os.environ.get("QUEUEADMIN_API_MAX_ITEMS", 1_000_000)),  # per request
-    "API_MAX_ITEM_BYTES": int(os.environ.get("QUEUEADMIN_API_MAX_ITEM_BYTES", 2 * 1024 * 1024)),  # as JSON text
-    "API_MAX_DEDUP_KEY_CHARS": 200,
-    # Calls per API token: "N/s", "N/min", "N/h" or "N/day", counted in Redis; "0" = off.
-    "API_RATE_LIMIT": os.environ.get("QUEUEADMIN_API_RATE_LIMIT", "6000/min"),
-    # Webhooks (README "Webhooks", core/webhooks.py): hosts a callback_url may name (empty: any
-    # host with public addresses), the secret signing requests submitted without a token, and the
-    # first retry delay (doubling, at most WEBHOOK_BACKOFF_MAX_SECONDS, for up to a day).
-    "WEBHOOK_ALLOWED_HOSTS": env.list("QUEUEADMIN_WEBHOOK_ALLOWED_HOSTS", default=[]),
-    "WEBHOOK_SECRET": _secret_key(VAR_DIR / "webhook_secret", "QUEUEADMIN_WEBHOOK_SECRET"),
-    "WEBHOOK_BACKOFF_SECONDS": float(os.environ.get("QUEUEADMIN_WEBHOOK_BACKOFF_SECONDS", "10")),
+# queueadmin's own settings: each has a default (queueadmin/core/conf.py,
+# docs/configuration.md); this service sets from the environment those an
+# operator changes most, so a deployment needs no settings file of its own.
+_ENV_SETTINGS = {  # QUEUEADMIN key -> (environment variable, type)
+    "PREFIX": ("QUEUEADMIN_PREFIX", str),
+    "AGING_SECONDS": ("QUEUEADMIN_AGING_SECONDS", float),
+    "HEARTBEAT_SECONDS": ("QUEUEADMIN_HEARTBEAT_SECONDS", float),
+    "DEAD_AFTER_SECONDS": ("QUEUEADMIN_DEAD_AFTER_SECONDS", float),
+    "WAIT_REPLICAS": ("QUEUEADMIN_WAIT_REPLICAS", int),
+    "WAIT_TIMEOUT_MS": ("QUEUEADMIN_WAIT_TIMEOUT_MS", int),
+    "API_MAX_BODY_BYTES": ("QUEUEADMIN_API_MAX_BODY_BYTES", int),
+    "API_ANON_MAX_BODY_BYTES": ("QUEUEADMIN_API_ANON_MAX_BODY_BYTES", int),
+    "API_MAX_ITEMS": ("QUEUEADMIN_API_MAX_ITEMS", int),
+    "API_MAX_ITEM_BYTES": ("QUEUEADMIN_API_MAX_ITEM_BYTES", int),
+    "API_RATE_LIMIT": ("QUEUEADMIN_API_RATE_LIMIT", str),
+    "METRICS_TOKEN": ("QUEUEADMIN_METRICS_TOKEN", str),
+    "WEBHOOK_BACKOFF_SECONDS": ("QUEUEADMIN_WEBHOOK_BACKOFF_SECONDS", float),
 }
+QUEUEADMIN = {key: cast(os.environ[var]) for key, (var, cast) in _ENV_SETTINGS.items() if os.environ.get(var)}
+QUEUEADMIN["WEBHOOK_ALLOWED_HOSTS"] = env.list("QUEUEADMIN_WEBHOOK_ALLOWED_HOSTS", default=[])
+# The webhook signing secret must be the same on every machine: set QUEUEADMIN_WEBHOOK_SECRET
+# there; on one machine it is generated once into the data folder.
+QUEUEADMIN["WEBHOOK_SECRET"] = _secret_key(VAR_DIR / "webhook_secret", "QUEUEADMIN_WEBHOOK_SECRET")
 # More processors, as JSON {"name": "dotted.path"} (tests and deployments add their own).
-QUEUEADMIN["PROCESSORS"].update(json.loads(os.environ.get("QUEUEADMIN_EXTRA_PROCESSORS", "{}")))
+QUEUEADMIN["PROCESSORS"] = json.loads(os.environ.get("QUEUEADMIN_EXTRA_PROCESSORS", "{}"))

@@ -1,12 +1,19 @@
-from django.contrib import admin
-from django.urls import include, path
+"""The dashboard, the JSON API and /metrics, mounted with one include():
 
-from core import health
-from core.views import dead, inflight, overview, requests, scheduled, submit, workers
+    path("queues/", include("queueadmin.urls"))
+
+URL names live in the ``queueadmin`` namespace (``reverse("queueadmin:overview")``).
+The standalone service mounts it at the site root (queueadmin/root_urls.py).
+"""
+from django.urls import path, re_path
+
+from queueadmin.core import health, metrics
+from queueadmin.core.api import app
+from queueadmin.core.views import dead, inflight, live, overview, requests, scheduled, submit, workers
+
+app_name = "queueadmin"
 
 urlpatterns = [
-    path("admin/", admin.site.urls),
-    path("accounts/", include("django.contrib.auth.urls")),
     path("healthz", health.healthz, name="healthz"),  # liveness: no I/O
     path("readyz", health.readyz, name="readyz"),  # readiness: Redis and the database answer
     path("", overview.overview, name="overview"),
@@ -29,13 +36,9 @@ urlpatterns = [
     path("workers/", workers.workers, name="workers"),
     path("queues/", workers.queues, name="queues"),
     path("queues/<str:name>/pause/", workers.queue_pause, name="queue_pause"),
+    path("ws/live/", live.websocket_only, name="live"),  # the live pages' WebSocket (queueadmin.asgi)
+    # the JSON API: /api/v1/..., today's /api/..., /api/openapi.json, /api/docs
+    path("api/", app.urlpatterns()),
+    re_path(r"^api(?:/.*)?$", app.not_found, name="api_not_found"),  # JSON 404 for the rest of /api
+    path("metrics", metrics.metrics_view, name="metrics"),
 ]
-
-# The JSON API and /metrics live in core.api_urls (owned by the API module);
-# the dashboard works without them.
-try:
-    import core.api_urls  # noqa: F401
-except ImportError:
-    pass
-else:
-    urlpatterns.append(path("", include("core.api_urls")))

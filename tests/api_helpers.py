@@ -11,10 +11,11 @@ from django.conf import settings
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 
-from core import embedded, services
-from core.engine.processors import Processors
-from core.engine.worker import Worker
-from core.models import ApiToken
+from queueadmin.core import conf
+from queueadmin.core import embedded, services
+from queueadmin.core.engine.processors import Processors
+from queueadmin.core.engine.worker import Worker
+from queueadmin.core.models import ApiToken
 
 BASE = {"queue": "default", "processor": "uppercase", "items": ["a"]}
 
@@ -56,7 +57,7 @@ def results(api, rid) -> list[dict]:
 
 
 def run_burst(queues=("default",)):
-    worker = Worker(services.engine(), list(queues), Processors(settings.QUEUEADMIN["PROCESSORS"]), burst=True,
+    worker = Worker(services.engine(), list(queues), Processors(conf.processors()), burst=True,
                     heartbeat=0.2, install_signals=False, on_finish=services.record)
     worker.work()
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import redis
 
-from core import embedded
+from queueadmin.core import embedded
 
 NODE_TIMEOUT_MS = 1500  # how long a silent master is given before its replica takes over
 

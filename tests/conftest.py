@@ -7,10 +7,10 @@ import os
 import pytest
 import redis as redis_lib
 
-from core import embedded
-from core.engine.client import QueueClient
-from core.engine.config import QueueConfig
-from core.engine.connection import connect
+from queueadmin.core import embedded
+from queueadmin.core.engine.client import QueueClient
+from queueadmin.core.engine.config import QueueConfig
+from queueadmin.core.engine.connection import connect
 
 PREFIX = "qa"
 
@@ -64,7 +64,7 @@ def redis_cluster(tmp_path_factory):
 @pytest.fixture
 def redis_url(backend, request, settings):
     """A flushed server (or cluster); Django settings and cached clients point at it."""
-    from core import services
+    from queueadmin.core import services
 
     if backend == "cluster":
         cluster = request.getfixturevalue("redis_cluster")

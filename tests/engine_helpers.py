@@ -10,8 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from core.engine.processors import Processors
-from core.engine.worker import Worker
+from queueadmin.core.engine.processors import Processors
+from queueadmin.core.engine.worker import Worker
 
 ROOT = Path(__file__).resolve().parents[1]
 TEST_PROCESSORS = {
@@ -26,7 +26,7 @@ TEST_PROCESSORS = {
     "chatty": "tests.processors.chatty",
     "flood_log": "tests.processors.flood_log",
 }
-BUILTIN = {name: f"core.engine.processors.{name}" for name in
+BUILTIN = {name: f"queueadmin.core.engine.processors.{name}" for name in
            ("echo", "uppercase", "word_count", "sha256", "sleep", "async_sleep", "fail")}
 ALL_PROCESSORS = {**BUILTIN, **TEST_PROCESSORS}
 

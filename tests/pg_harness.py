@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from core import embedded
+from queueadmin.core import embedded
 
 ROLE = "queueadmin"
 RUN_AS_WHEN_ROOT = "nobody"

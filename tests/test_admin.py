@@ -10,9 +10,9 @@ from django.contrib.auth.models import AnonymousUser, Permission, User
 from django.test import RequestFactory
 from django.urls import reverse
 
-from core import embedded, services
-from core.auth import authenticate, can_act
-from core.models import ApiToken, Queue, RequestRecord
+from queueadmin.core import embedded, services
+from queueadmin.core.auth import authenticate, can_act
+from queueadmin.core.models import ApiToken, Queue, RequestRecord
 
 pytestmark = pytest.mark.django_db
 
@@ -44,7 +44,7 @@ def queue_form(**changes):
 
 
 def change_url(queue):
-    return reverse("admin:core_queue_change", args=[Queue.objects.get(name=queue).pk])
+    return reverse("admin:queueadmin_queue_change", args=[Queue.objects.get(name=queue).pk])
 
 
 # -- queue configuration ---------------------------------------------------------
@@ -61,7 +61,7 @@ def test_a_change_in_the_admin_reaches_the_redis_config(engine, admin_client):
 
 
 def test_a_queue_added_in_the_admin_is_known_to_redis(engine, admin_client):
-    response = admin_client.post(reverse("admin:core_queue_add"), queue_form(name="emails", concurrency=3))
+    response = admin_client.post(reverse("admin:queueadmin_queue_add"), queue_form(name="emails", concurrency=3))
     assert response.status_code == 302
     assert "emails" in engine.queues() and engine.queue_config("emails").concurrency == 3
 
@@ -83,14 +83,14 @@ def test_invalid_settings_are_refused_and_redis_is_untouched(engine, admin_clien
 def test_a_queue_name_cannot_be_changed_or_deleted(engine, admin_client):
     admin_client.post(change_url("default"), queue_form(name="renamed"))
     assert Queue.objects.filter(name="default").exists() and not Queue.objects.filter(name="renamed").exists()
-    response = admin_client.get(reverse("admin:core_queue_delete", args=[Queue.objects.get(name="default").pk]))
+    response = admin_client.get(reverse("admin:queueadmin_queue_delete", args=[Queue.objects.get(name="default").pk]))
     assert response.status_code == 403
 
 
 def test_pause_and_resume_actions(engine, admin_client):
     Queue.objects.create(name="other")
     ids = [str(q.pk) for q in Queue.objects.all()]
-    url = reverse("admin:core_queue_changelist")
+    url = reverse("admin:queueadmin_queue_changelist")
     response = admin_client.post(url, {"action": "pause_queues", "_selected_action": ids}, follow=True)
     assert "Paused 2 queue(s)" in response.content.decode()
     assert engine.queue_config("default").paused and engine.queue_config("other").paused
@@ -100,10 +100,10 @@ def test_pause_and_resume_actions(engine, admin_client):
 
 def test_the_queue_list_shows_what_workers_see(engine, admin_client):
     services.submit("default", "echo", ["a", "b"])
-    page = admin_client.get(reverse("admin:core_queue_changelist")).content.decode()
+    page = admin_client.get(reverse("admin:queueadmin_queue_changelist")).content.decode()
     assert "this config" in page
     engine.set_paused("default", True)  # Redis changed behind the database's back
-    page = admin_client.get(reverse("admin:core_queue_changelist")).content.decode()
+    page = admin_client.get(reverse("admin:queueadmin_queue_changelist")).content.decode()
     assert "a different config: save again" in page
 
 
@@ -113,7 +113,7 @@ def test_redis_down_refuses_the_save_instead_of_a_500(engine, admin_client, sett
     response = admin_client.post(change_url("default"), queue_form(priority=90))
     assert response.status_code == 200 and "unreachable" in response.content.decode()
     assert Queue.objects.get(name="default").priority == 50
-    page = admin_client.get(reverse("admin:core_queue_changelist"))
+    page = admin_client.get(reverse("admin:queueadmin_queue_changelist"))
     assert page.status_code == 200 and "unavailable" in page.content.decode()
 
 
@@ -122,14 +122,14 @@ def test_redis_down_refuses_the_save_instead_of_a_500(engine, admin_client, sett
 
 def test_a_new_token_key_is_shown_once_and_works(engine, admin_client):
     user = User.objects.create_user("producer", password="pw")
-    response = admin_client.post(reverse("admin:core_apitoken_add"), {"user": user.pk, "name": "ci",
+    response = admin_client.post(reverse("admin:queueadmin_apitoken_add"), {"user": user.pk, "name": "ci",
                                                                      "scopes": ["metrics"]}, follow=True)
     page = response.content.decode()
     key = re.search(r"is (qa_[A-Za-z0-9_-]+) ", page)[1]
     token = ApiToken.objects.get()
     assert token.user == user and token.name == "ci" and token.key_hash == ApiToken.hash(key)
     assert token.prefix == key[:8] and key not in token.key_hash
-    again = admin_client.get(reverse("admin:core_apitoken_change", args=[token.pk])).content.decode()
+    again = admin_client.get(reverse("admin:queueadmin_apitoken_change", args=[token.pk])).content.decode()
     assert key not in again and token.prefix in again
     request = RequestFactory().get("/api/queues", headers={"Authorization": f"Bearer {key}"})
     assert authenticate(request) == token
@@ -137,7 +137,7 @@ def test_a_new_token_key_is_shown_once_and_works(engine, admin_client):
 
 def test_inactive_users_are_not_offered_tokens(engine, admin_client):
     User.objects.create_user("gone", password="pw", is_active=False)
-    page = admin_client.get(reverse("admin:core_apitoken_add")).content.decode()
+    page = admin_client.get(reverse("admin:queueadmin_apitoken_add")).content.decode()
     assert ">gone<" not in page and ">root<" in page
 
 
@@ -153,21 +153,21 @@ def test_users_page_lists_their_tokens(engine, admin_client):
 
 def test_request_history_is_escaped_searchable_and_filterable(engine, admin_client):
     rid = services.submit("default", "echo", [XSS, "plain"]).id
-    url = reverse("admin:core_requestrecord_changelist")
+    url = reverse("admin:queueadmin_requestrecord_changelist")
     for query in ("", "?q=alert", f"?q={rid}", "?state__exact=queued", "?queue=default"):
         page = admin_client.get(url + query).content.decode()
         assert rid in page, query
         assert XSS not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page, query
     assert rid not in admin_client.get(url + "?state__exact=completed").content.decode()
-    detail = admin_client.get(reverse("admin:core_requestrecord_change", args=[rid])).content.decode()
+    detail = admin_client.get(reverse("admin:queueadmin_requestrecord_change", args=[rid])).content.decode()
     assert XSS not in detail and "&lt;script&gt;" in detail
 
 
 def test_request_history_is_read_only(engine, admin_client):
     rid = services.submit("default", "echo", ["a"]).id
-    assert admin_client.get(reverse("admin:core_requestrecord_add")).status_code == 403
-    assert admin_client.get(reverse("admin:core_requestrecord_delete", args=[rid])).status_code == 403
-    response = admin_client.post(reverse("admin:core_requestrecord_change", args=[rid]), {"state": "completed"})
+    assert admin_client.get(reverse("admin:queueadmin_requestrecord_add")).status_code == 403
+    assert admin_client.get(reverse("admin:queueadmin_requestrecord_delete", args=[rid])).status_code == 403
+    response = admin_client.post(reverse("admin:queueadmin_requestrecord_change", args=[rid]), {"state": "completed"})
     assert response.status_code == 403 and RequestRecord.objects.get(pk=rid).state == "queued"
 
 

@@ -3,7 +3,7 @@ bearer-token auth and roles, against the real redis-server of conftest.
 
 Roles, as chosen for the API: any active user's token may read (status,
 results, queues); acting (submit, cancel, priority, concurrency) needs
-`core.auth.can_act` (superuser or core.change_requestrecord), else 403.
+`core.auth.can_act` (superuser or queueadmin.change_requestrecord), else 403.
 """
 from __future__ import annotations
 
@@ -16,13 +16,14 @@ from django.conf import settings
 from django.contrib.auth.models import Permission, User
 from django.test import AsyncClient, Client
 
-from core import embedded, services
-from core.engine.processors import Processors
-from core.engine.worker import Worker
-from core.models import ApiToken, Queue, RequestRecord
+from queueadmin.core import conf
+from queueadmin.core import embedded, services
+from queueadmin.core.engine.processors import Processors
+from queueadmin.core.engine.worker import Worker
+from queueadmin.core.models import ApiToken, Queue, RequestRecord
 from tests.api_helpers import Api
 
-pytestmark = [pytest.mark.django_db, pytest.mark.urls("core.api_urls")]
+pytestmark = [pytest.mark.django_db]
 
 
 # -- fixtures and helpers ------------------------------------------------------
@@ -68,7 +69,7 @@ def submit(api, **fields):
 
 
 def run_burst(queues=("default",)):
-    worker = Worker(services.engine(), list(queues), Processors(settings.QUEUEADMIN["PROCESSORS"]), burst=True,
+    worker = Worker(services.engine(), list(queues), Processors(conf.processors()), burst=True,
                     heartbeat=0.2, install_signals=False, on_finish=services.record)
     worker.work()
 

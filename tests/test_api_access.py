@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from core import services
-from core.models import ApiToken
+from queueadmin.core import services
+from queueadmin.core.models import ApiToken
 from tests.api_helpers import BASE, Api, make_user, token_for
 
 pytestmark = [pytest.mark.django_db]
@@ -173,7 +173,7 @@ def test_requests_are_listed_newest_first_a_page_at_a_time(engine, api):
 
 
 def test_queues_are_paged_by_name(engine, api):
-    from core.models import Queue
+    from queueadmin.core.models import Queue
 
     for name in ("alpha", "beta"):
         Queue.objects.create(name=name)

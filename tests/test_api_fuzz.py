@@ -9,7 +9,7 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from core import services
+from queueadmin.core import services
 from tests.api_helpers import Api, results, run_burst, token_for
 
 pytestmark = [pytest.mark.django_db]

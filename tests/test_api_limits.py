@@ -15,8 +15,8 @@ from asgiref.sync import async_to_sync
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 
-from core import services
-from core.models import RequestRecord
+from queueadmin.core import services
+from queueadmin.core.models import RequestRecord
 from tests.api_helpers import BASE, Api, ServerThread, read_response, results, run_burst, token_for
 
 pytestmark = [pytest.mark.django_db]

@@ -12,7 +12,7 @@ import pytest
 from openapi_schema_validator import OAS31Validator
 from openapi_spec_validator import validate
 
-from core import services
+from queueadmin.core import services
 from tests.api_helpers import Api, run_burst, token_for
 
 pytestmark = [pytest.mark.django_db]

@@ -6,9 +6,9 @@ import threading
 
 import pytest
 
-from core.engine import chains
-from core.engine.config import QueueConfig
-from core.engine.errors import QueueError
+from queueadmin.core.engine import chains
+from queueadmin.core.engine.config import QueueConfig
+from queueadmin.core.engine.errors import QueueError
 from tests.engine_helpers import burst, wait_for
 
 pytestmark = pytest.mark.timeout(90)
@@ -63,7 +63,7 @@ def test_following_again_or_at_once_from_many_places_gives_one_follow_up(qc, r):
 
 
 def test_a_bad_then_is_refused_before_anything_is_stored(r):
-    from core.engine.client import QueueClient
+    from queueadmin.core.engine.client import QueueClient
 
     client = QueueClient(r, prefix="qa", processors=["echo", "sha256"])
     for then in ({"processor": "nope"}, {"processor": "echo", "mode": "some"}, {"processor": "echo", "x": 1},
@@ -94,7 +94,7 @@ def test_workers_killed_as_the_request_finishes_still_give_exactly_one_follow_up
 def test_the_api_takes_then_and_both_requests_link_to_each_other(redis_url):
     from tests.test_api import make_user, run_burst
     from tests.api_helpers import Api
-    from core.models import ApiToken
+    from queueadmin.core.models import ApiToken
 
     api = Api(ApiToken.issue(make_user("chainer", act=True), "t")[1])
     resp = api.post("/api/v1/requests", {"queue": "default", "processor": "uppercase", "items": ["a", "b"],
@@ -116,7 +116,7 @@ def test_the_api_takes_then_and_both_requests_link_to_each_other(redis_url):
 def test_queue_submit_and_the_form_take_then_and_the_pages_link_both_ways(redis_url, tmp_path, admin_client):
     from django.core.management import call_command
 
-    from core import services
+    from queueadmin.core import services
     from tests.test_api import run_burst
 
     path = tmp_path / "items.txt"

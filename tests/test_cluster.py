@@ -14,9 +14,9 @@ import pytest
 import redis as redis_lib
 from redis.crc import key_slot
 
-from core.engine.client import QueueClient
-from core.engine.config import QueueConfig
-from core.engine.connection import Cluster, WaitingRedis, cluster_nodes, connect, pubsub_client
+from queueadmin.core.engine.client import QueueClient
+from queueadmin.core.engine.config import QueueConfig
+from queueadmin.core.engine.connection import Cluster, WaitingRedis, cluster_nodes, connect, pubsub_client
 from tests.engine_helpers import Threads, burst
 
 BACKENDS = ("cluster",)  # tests here that use redis_url/r/qc run on the cluster only
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.timeout(120)
 # -- choosing a cluster ---------------------------------------------------------
 
 def test_a_cluster_url_or_setting_gives_a_cluster_client(redis_url, redis_cluster, settings):
-    from core import services
+    from queueadmin.core import services
 
     assert isinstance(services.redis_client(), Cluster)  # REDIS_URL=redis+cluster://...
     one_node = f"redis://127.0.0.1:{redis_cluster.masters()[0]}/0"

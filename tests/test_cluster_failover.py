@@ -15,9 +15,9 @@ import time
 
 import pytest
 
-from core.engine.client import QueueClient
-from core.engine.config import QueueConfig
-from core.engine.connection import RETRYABLE, connect
+from queueadmin.core.engine.client import QueueClient
+from queueadmin.core.engine.config import QueueConfig
+from queueadmin.core.engine.connection import RETRYABLE, connect
 from tests.cluster_harness import LocalCluster
 from tests.engine_helpers import TEST_PROCESSORS, WorkerProcs
 

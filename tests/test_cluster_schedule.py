@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from core.engine import schedule
+from queueadmin.core.engine import schedule
 from tests.engine_helpers import burst, dispatch_is_empty
 
 pytestmark = pytest.mark.timeout(90)
@@ -119,7 +119,7 @@ def test_run_now_and_priority_changes_reach_a_far_off_request(qc):
 
 
 def test_the_dashboard_lists_near_and_far_off_requests(qc):
-    from core import queries
+    from queueadmin.core import queries
 
     near = qc.submit("default", "echo", ["near"], delay=30)
     far = qc.submit("default", "echo", ["far"], delay=3600)

@@ -15,12 +15,13 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from core import embedded, services
-from core.engine.config import QueueConfig
-from core.engine.keys import Keys
-from core.engine.processors import Processors
-from core.engine.worker import Worker
-from core.models import RequestRecord
+from queueadmin.core import conf
+from queueadmin.core import embedded, services
+from queueadmin.core.engine.config import QueueConfig
+from queueadmin.core.engine.keys import Keys
+from queueadmin.core.engine.processors import Processors
+from queueadmin.core.engine.worker import Worker
+from queueadmin.core.models import RequestRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 PREFIX = "qa"
@@ -44,7 +45,7 @@ def burst():
     """Run an in-process worker until nothing is left to do."""
     from django.conf import settings
 
-    Worker(services.engine(), ["default"], Processors(settings.QUEUEADMIN["PROCESSORS"]), burst=True,
+    Worker(services.engine(), ["default"], Processors(conf.processors()), burst=True,
            install_signals=False).work()
 
 

@@ -12,9 +12,9 @@ import pytest
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
 
-from core import services
-from core.consumers import LiveConsumer
-from core.relay import get_relay, group_name
+from queueadmin.core import services
+from queueadmin.core.consumers import LiveConsumer
+from queueadmin.core.relay import get_relay, group_name
 from tests.engine_helpers import burst
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -238,7 +238,7 @@ def test_the_full_stack_checks_origin_and_session(eng, boss, settings, client):
 def test_the_full_stack_pushes_updates_through_the_servers_send(eng, boss, client):
     """Pushes skip Channels' per-socket layers and use the server's send that
     queueadmin.asgi keeps in the scope: the fragment still arrives."""
-    from core.consumers import SERVER_SEND
+    from queueadmin.core.consumers import SERVER_SEND
     from queueadmin.asgi import application
 
     rid = services.submit("default", "echo", ["x"] * 10).id
@@ -269,7 +269,7 @@ def test_the_full_stack_pushes_updates_through_the_servers_send(eng, boss, clien
 
 
 def test_a_slow_socket_holds_up_no_other_and_keeps_its_order():
-    from core.relay import send_now
+    from queueadmin.core.relay import send_now
 
     async def scenario():
         got = []
@@ -305,11 +305,11 @@ def test_a_slow_socket_holds_up_no_other_and_keeps_its_order():
 def test_sockets_connecting_together_share_state_renders_never_older_than_them(eng, boss, monkeypatch):
     """A reconnect storm costs a few renders, not one per socket; and a socket
     never gets a state rendered before it subscribed."""
-    import core.relay
+    import queueadmin.core.relay
 
     rid = services.submit("default", "echo", ["x"] * 10).id
     meta = eng.keys.request(rid).meta
-    real_render, calls = core.relay.render, []
+    real_render, calls = queueadmin.core.relay.render, []
 
     def slow_render(topic, variant):
         html = real_render(topic, variant)  # reads the state first, then takes its time
@@ -317,8 +317,8 @@ def test_sockets_connecting_together_share_state_renders_never_older_than_them(e
         time.sleep(0.3)
         return html
 
-    monkeypatch.setattr(core.relay, "render", slow_render)
-    monkeypatch.setattr("core.sockets.MAX_SOCKETS_PER_SESSION", 100)  # the storm stands for many users' sessions
+    monkeypatch.setattr(queueadmin.core.relay, "render", slow_render)
+    monkeypatch.setattr("queueadmin.core.sockets.MAX_SOCKETS_PER_SESSION", 100)  # the storm stands for many users' sessions
 
     async def scenario():
         topic = f"request:{rid}::"
@@ -346,11 +346,11 @@ def test_a_state_render_older_than_a_push_already_sent_is_dropped(eng, boss, mon
     """The final state arrives even when a socket's state render (started at
     connect) finishes after the relay pushed the final update: the older
     state is not sent over the newer one."""
-    import core.relay
+    import queueadmin.core.relay
 
     rid = services.submit("default", "echo", ["x"] * 10).id
     meta = eng.keys.request(rid).meta
-    real_render, first = core.relay.render, threading.Event()
+    real_render, first = queueadmin.core.relay.render, threading.Event()
 
     def render(topic, variant):
         html = real_render(topic, variant)
@@ -359,7 +359,7 @@ def test_a_state_render_older_than_a_push_already_sent_is_dropped(eng, boss, mon
             time.sleep(0.5)
         return html
 
-    monkeypatch.setattr(core.relay, "render", render)
+    monkeypatch.setattr(queueadmin.core.relay, "render", render)
 
     async def scenario():
         c = communicator(boss, f"request:{rid}::")
@@ -432,7 +432,7 @@ def test_topics_other_than_the_pages_forms_are_refused(eng, boss):
 
 
 def test_a_flood_of_topics_from_one_session_is_refused(eng, boss, client):
-    from core.sockets import MAX_SOCKETS_PER_SESSION
+    from queueadmin.core.sockets import MAX_SOCKETS_PER_SESSION
 
     cookie = session_cookie(client, boss)
 
@@ -456,10 +456,10 @@ def test_a_flood_of_topics_from_one_session_is_refused(eng, boss, client):
 
 
 def test_a_process_watches_at_most_max_topics(eng, boss, monkeypatch):
-    import core.sockets
+    import queueadmin.core.sockets
 
-    monkeypatch.setattr(core.sockets, "MAX_TOPICS", 3)
-    monkeypatch.setattr(core.sockets, "MAX_SOCKETS_PER_SESSION", 100)
+    monkeypatch.setattr(queueadmin.core.sockets, "MAX_TOPICS", 3)
+    monkeypatch.setattr(queueadmin.core.sockets, "MAX_SOCKETS_PER_SESSION", 100)
 
     async def scenario():
         socks = [communicator(boss, f"scheduled:{n}") for n in range(1, 4)]
@@ -475,15 +475,15 @@ def test_a_process_watches_at_most_max_topics(eng, boss, monkeypatch):
 
 
 def test_refresh_is_throttled_and_the_last_ask_is_answered(eng, boss, monkeypatch):
-    import core.relay
+    import queueadmin.core.relay
 
-    real_render, renders = core.relay.render, []
+    real_render, renders = queueadmin.core.relay.render, []
 
     def counting(topic, variant):
         renders.append(time.monotonic())
         return real_render(topic, variant)
 
-    monkeypatch.setattr(core.relay, "render", counting)
+    monkeypatch.setattr(queueadmin.core.relay, "render", counting)
     rid = services.submit("default", "echo", ["x"]).id
 
     async def scenario():
@@ -569,11 +569,11 @@ def test_a_password_change_closes_the_other_sessions_sockets(eng, boss, client):
 
 
 def test_a_session_that_ends_elsewhere_closes_its_sockets_at_the_next_check(eng, boss, client, monkeypatch):
-    import core.sockets
+    import queueadmin.core.sockets
     from asgiref.sync import sync_to_async
     from django.contrib.sessions.models import Session
 
-    monkeypatch.setattr(core.sockets, "SESSION_CHECK_SECONDS", 0.3)
+    monkeypatch.setattr(queueadmin.core.sockets, "SESSION_CHECK_SECONDS", 0.3)
     cookie = session_cookie(client, boss)
 
     async def scenario():
@@ -592,10 +592,10 @@ def test_renders_of_a_process_keep_within_its_cpu_budget(eng, boss, monkeypatch)
     """Each render is made to cost 0.2 CPU seconds; events arrive 50 times a
     second for five topics. Without the budget that is ~10 renders a second
     per topic (10 CPU seconds a second); with it, the budget's rate."""
-    import core.relay
+    import queueadmin.core.relay
 
-    real = core.relay.render
-    monkeypatch.setattr(core.relay, "timed_render", lambda topic, variant: (real(topic, variant), 0.2))
+    real = queueadmin.core.relay.render
+    monkeypatch.setattr(queueadmin.core.relay, "timed_render", lambda topic, variant: (real(topic, variant), 0.2))
     topics = ["overview", "workers", "queues", "scheduled:1", "dead:::1"]
 
     async def scenario():
@@ -611,7 +611,7 @@ def test_renders_of_a_process_keep_within_its_cpu_budget(eng, boss, monkeypatch)
         renders, elapsed = relay.stats["renders"] - before, time.monotonic() - started
         # the budget is checked before each round of due topics, and one round renders
         # every due topic: it may overshoot by one render per topic
-        allowed = (core.relay.RENDER_BURST + core.relay.RENDER_BUDGET * elapsed) / 0.2 + len(topics)
+        allowed = (queueadmin.core.relay.RENDER_BURST + queueadmin.core.relay.RENDER_BUDGET * elapsed) / 0.2 + len(topics)
         assert 3 <= renders <= allowed, (renders, allowed)
         for c in socks:
             await c.disconnect()

@@ -1,5 +1,5 @@
 """The dashboard's colours meet WCAG AA (4.5:1 for text) in the light theme
-and in the dark one (prefers-color-scheme): computed from static/qa/app.css,
+and in the dark one (prefers-color-scheme): computed from static/queueadmin/app.css,
 for every rule that sets both a text colour and a background, and for the
 text colours used on the page, panel and sidebar backgrounds."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-CSS = (Path(__file__).resolve().parents[1] / "static" / "qa" / "app.css").read_text()
+CSS = (Path(__file__).resolve().parents[1] / "static" / "queueadmin" / "app.css").read_text()
 AA = 4.5
 # text colour -> the backgrounds it is drawn on (by inheritance, not in one rule)
 INHERITED = {

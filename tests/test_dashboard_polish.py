@@ -1,5 +1,5 @@
 """Dashboard polish, server side: moments are <time> elements in UTC (the
-browser shows them in the viewer's zone, static/qa/time.js), live summaries
+browser shows them in the viewer's zone, static/queueadmin/time.js), live summaries
 are marked for the screen-reader status region, and the scripts doing both
 are files (no inline script: strict CSP). The browser side is
 tests/browser/test_polish_browser.py."""
@@ -10,8 +10,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from core import services
-from core.templatetags.qa import when, when_ago
+from queueadmin.core import services
+from queueadmin.core.templatetags.queueadmin import when, when_ago
 
 pytestmark = pytest.mark.django_db
 
@@ -48,7 +48,7 @@ def test_request_page_times_and_announcements(admin_client, submitted):
 def test_pages_load_the_scripts_as_files_and_mark_live_summaries(admin_client, redis_url, url):
     services.sync_queues()
     html = admin_client.get(url).content.decode()
-    for script in ("qa/time.js", "qa/announce.js"):
+    for script in ("queueadmin/time.js", "queueadmin/announce.js"):
         assert re.search(rf'<script src="[^"]*{re.escape(script)}" defer></script>', html), script
     assert not re.search(r"<script(?![^>]*\bsrc=)[^>]*>", html), "an inline script"
     assert " on" + "click=" not in html

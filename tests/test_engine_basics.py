@@ -7,9 +7,9 @@ import pytest
 import redis
 from redis.crc import key_slot
 
-from core.engine import scripts as scripts_mod
-from core.engine.client import QueueError
-from core.engine.config import QueueConfig
+from queueadmin.core.engine import scripts as scripts_mod
+from queueadmin.core.engine.client import QueueError
+from queueadmin.core.engine.config import QueueConfig
 from tests.engine_helpers import burst
 
 LUA = Path(scripts_mod.LUA_DIR)

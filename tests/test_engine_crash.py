@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from core import embedded
-from core.engine.client import QueueClient
-from core.engine.config import QueueConfig
-from core.engine.connection import connect
+from queueadmin.core import embedded
+from queueadmin.core.engine.client import QueueClient
+from queueadmin.core.engine.config import QueueConfig
+from queueadmin.core.engine.connection import connect
 from tests.engine_helpers import WorkerProcs, dispatch_is_empty, max_overlap, wait_for
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from core.engine.config import QueueConfig
-from core.engine.processors import Processors
-from core.engine.worker import Worker
+from queueadmin.core.engine.config import QueueConfig
+from queueadmin.core.engine.processors import Processors
+from queueadmin.core.engine.worker import Worker
 from tests.engine_helpers import ALL_PROCESSORS, dispatch_is_empty, wait_for
 
 pytestmark = pytest.mark.timeout(120)

@@ -9,8 +9,8 @@ import time
 import pytest
 from redis.crc import key_slot
 
-from core.engine.config import QueueConfig
-from core.engine.keys import slot_tag
+from queueadmin.core.engine.config import QueueConfig
+from queueadmin.core.engine.keys import slot_tag
 from tests.engine_helpers import burst, dispatch_is_empty, wait_for
 
 pytestmark = pytest.mark.timeout(120)

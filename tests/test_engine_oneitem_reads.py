@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from core import queries, services
-from core.engine.config import QueueConfig
-from core.views import ops
+from queueadmin.core import queries, services
+from queueadmin.core.engine.config import QueueConfig
+from queueadmin.core.views import ops
 from tests.engine_helpers import burst, dispatch_is_empty, wait_for
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]

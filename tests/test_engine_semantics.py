@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from core.engine.config import QueueConfig
+from queueadmin.core.engine.config import QueueConfig
 from tests.engine_helpers import Threads, burst, dispatch_is_empty, max_overlap, wait_for
 
 pytestmark = pytest.mark.timeout(90)
@@ -138,7 +138,7 @@ def test_an_unknown_processor_dead_letters_at_once(qc):
 
 
 def test_results_that_are_not_json_fail_cleanly(qc, monkeypatch):
-    monkeypatch.setattr("core.engine.processors.echo", lambda item: {1, 2})
+    monkeypatch.setattr("queueadmin.core.engine.processors.echo", lambda item: {1, 2})
     sub = qc.submit("default", "echo", ["x"])
     burst(qc)
     (rec,) = list(qc.results(sub.id))

@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 WEB_PACKAGES = ("daphne", "twisted", "autobahn", "uvicorn", "ninja")
-WEB_MODULES = ("core.views", "core.api", "core.consumers", "core.relay", "queueadmin.urls", "queueadmin.asgi")
+WEB_MODULES = ("queueadmin.core.views", "queueadmin.core.api", "queueadmin.core.consumers", "queueadmin.core.relay", "queueadmin.urls", "queueadmin.asgi")
 
 
 def imported_modules(args, redis_url, db, stdin="") -> set[str]:

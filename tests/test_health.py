@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from django.urls import path
 
-from core import embedded, health, services
+from queueadmin.core import embedded, health, services
 
 ROOT = Path(__file__).resolve().parents[1]
 urlpatterns = [path("healthz", health.healthz), path("readyz", health.readyz)]
@@ -85,7 +85,7 @@ def test_probes_are_not_redirected_to_https(client, settings):
 def test_the_site_mounts_the_probes_and_metrics():
     from django.urls import resolve
 
-    from core import metrics
+    from queueadmin.core import metrics
 
     site = "queueadmin.urls"
     assert resolve("/healthz", urlconf=site).func is health.healthz

@@ -5,8 +5,8 @@ import time
 import pytest
 from django.contrib.auth.models import User
 
-from core import services
-from core.models import RequestRecord
+from queueadmin.core import services
+from queueadmin.core.models import RequestRecord
 
 pytestmark = pytest.mark.django_db
 

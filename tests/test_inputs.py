@@ -20,10 +20,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.urls import reverse
 
-from core import services
-from core.engine import limits
-from core.engine.errors import QueueError
-from core.models import RequestRecord
+from queueadmin.core import services
+from queueadmin.core.engine import limits
+from queueadmin.core.engine.errors import QueueError
+from queueadmin.core.models import RequestRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 SURROGATE = "a\ud800b"
@@ -100,7 +100,7 @@ def staff(client, eng):
 
 
 def post(staff, **data):
-    return staff.post(reverse("submit"), {"queue": "default", "processor": "echo", **data})
+    return staff.post(reverse("queueadmin:submit"), {"queue": "default", "processor": "echo", **data})
 
 
 def accepted(response) -> str:

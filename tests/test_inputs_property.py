@@ -18,9 +18,9 @@ from django.urls import reverse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core import services
-from core.engine.limits import encode
-from core.management.commands.queue_submit import split_lines
+from queueadmin.core import services
+from queueadmin.core.engine.limits import encode
+from queueadmin.core.management.commands.queue_submit import split_lines
 
 pytestmark = pytest.mark.django_db
 
@@ -77,7 +77,7 @@ def form_lines(text: str) -> list[str]:
 @given(text=http_text, key=http_text)
 def test_form_text_items(staff, text, key):
     key = f"{key}{uuid.uuid4().hex}"  # never a duplicate of an earlier example's request
-    rid = submitted(staff.post(reverse("submit"), {"queue": "default", "processor": "echo", "items": text,
+    rid = submitted(staff.post(reverse("queueadmin:submit"), {"queue": "default", "processor": "echo", "items": text,
                                                    "dedup_key": key}))
     if rid:
         assert stored(rid) == [encode(x) for x in form_lines(text)]
@@ -87,7 +87,7 @@ def test_form_text_items(staff, text, key):
 @FUZZ
 @given(lines=st.lists(form_json_lines, min_size=1, max_size=6))
 def test_form_json_items(staff, lines):
-    rid = submitted(staff.post(reverse("submit"), {"queue": "default", "processor": "echo",
+    rid = submitted(staff.post(reverse("queueadmin:submit"), {"queue": "default", "processor": "echo",
                                                    "items": "\n".join(lines), "json_items": "on"}))
     if rid:
         assert stored(rid) == [encode(json.loads(line)) for line in form_lines("\n".join(lines))]
@@ -99,7 +99,7 @@ def test_form_uploaded_bytes(staff, data, as_json):
     fields = {"queue": "default", "processor": "echo", "upload": SimpleUploadedFile("f.txt", data)}
     if as_json:
         fields["json_items"] = "on"
-    rid = submitted(staff.post(reverse("submit"), fields))
+    rid = submitted(staff.post(reverse("queueadmin:submit"), fields))
     if rid:
         lines = form_lines(data.decode("utf-8-sig"))
         assert stored(rid) == [encode(json.loads(x) if as_json else x) for x in lines]

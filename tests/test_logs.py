@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from core import embedded, services
-from core.engine.config import QueueConfig
-from core.logs import FIELDS, JsonFormatter, log_format
+from queueadmin.core import embedded, services
+from queueadmin.core.engine.config import QueueConfig
+from queueadmin.core.logs import FIELDS, JsonFormatter, log_format
 from tests.engine_helpers import WorkerProcs
 
 ROOT = Path(__file__).resolve().parents[1]

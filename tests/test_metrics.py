@@ -11,10 +11,11 @@ from django.urls import path
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 
-from core import embedded, metrics, services
-from core.engine import stats
-from core.engine.registry import Registry
-from core.models import ApiToken
+from queueadmin.core import conf
+from queueadmin.core import embedded, metrics, services
+from queueadmin.core.engine import stats
+from queueadmin.core.engine.registry import Registry
+from queueadmin.core.models import ApiToken
 from tests.engine_helpers import wait_for
 
 urlpatterns = [path("metrics", metrics.metrics_view)]  # the view alone (the site mounts it at /metrics too)
@@ -126,7 +127,7 @@ def test_live_and_dead_workers(engine, client, key, settings, r):
     registry.register("w1", "w1", "host", 1, ["default", "other"])
     registry.register("w2", "w2", "host", 2, ["other"])
     registry.register("w3", "w3", "host", 3, ["default"])
-    old = int((time.time() - settings.QUEUEADMIN["DEAD_AFTER_SECONDS"] - 5) * 1000)
+    old = int((time.time() - conf.get("DEAD_AFTER_SECONDS") - 5) * 1000)
     r.zadd(engine.keys.workers, {"w3": old})  # missed its heartbeats
     f = scrape(client, key)
     assert value(f, "queueadmin_workers", state="live") == 2
@@ -162,7 +163,7 @@ def test_counters_and_histograms_from_what_workers_record(engine, client, key, r
 
 
 def test_stats_round_trip_and_entry_times(r):
-    from core.engine.keys import Keys
+    from queueadmin.core.engine.keys import Keys
 
     keys = Keys("qa")
     pipe = r.pipeline(transaction=False)

@@ -44,7 +44,7 @@ def manage(env: dict, *args: str, stdin: str | None = None, timeout: float = 120
 
 def history(postgres, dbname: str, rid: str):
     with postgres.connect(dbname) as conn:
-        return conn.execute("SELECT state, total, done, failed, finished_at IS NOT NULL FROM core_requestrecord "
+        return conn.execute("SELECT state, total, done, failed, finished_at IS NOT NULL FROM queueadmin_requestrecord "
                             "WHERE id = %s", (rid,)).fetchone()
 
 

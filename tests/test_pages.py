@@ -13,9 +13,9 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 
-from core import queries, services
-from core.engine.config import QueueConfig
-from core.engine.keys import GROUP
+from queueadmin.core import queries, services
+from queueadmin.core.engine.config import QueueConfig
+from queueadmin.core.engine.keys import GROUP
 from tests.engine_helpers import burst as _burst
 
 pytestmark = pytest.mark.django_db
@@ -89,9 +89,9 @@ def test_dead_letters_page_by_request_then_item_index(staff, eng):
     one = sorted(sizes)[0]  # the 12-item request alone: #2 before #10
     _, rows = all_pages(lambda n, size: queries.dead_page("fast", one, n, size), 5)
     assert [r["index"] for r in rows] == list(range(12))
-    html = staff.get(reverse("dead"), {"request": one}).content.decode()
+    html = staff.get(reverse("queueadmin:dead"), {"request": one}).content.decode()
     assert html.index('<span class="muted">#2</span>') < html.index('<span class="muted">#10</span>')
-    page = staff.get(reverse("dead"), {"page": "2"})  # one page of 50 holds all 40: page 2 is page 1
+    page = staff.get(reverse("queueadmin:dead"), {"page": "2"})  # one page of 50 holds all 40: page 2 is page 1
     assert page.context["count"] == 40 and page.context["pg"].number == 1 and len(page.context["rows"]) == 40
 
 
@@ -124,7 +124,7 @@ def test_dead_letter_actions_on_all_matching_read_ids_only(staff, eng):
     burst(eng, ["fast"])
     assert sorted(queries.dead_pairs("fast")) == sorted((rid, e) for e in eng.redis.zrange(
         eng.keys.request(rid).dead, 0, -1))
-    staff.post(reverse("dead_action"), {"action": "retry", "scope": "all", "filter": "queue=fast", "confirm": "1"})
+    staff.post(reverse("queueadmin:dead_action"), {"action": "retry", "scope": "all", "filter": "queue=fast", "confirm": "1"})
     assert eng.status(rid)["dead"] == 0 and queries.dead_page("fast")["count"] == 0
 
 
@@ -180,12 +180,12 @@ def test_in_flight_pages_stuck_first_then_by_request_and_deadline(staff, eng, fl
     _, stuck = all_pages(lambda n, size: queries.inflight_page(None, True, n, size), 1)
     assert [(r["request"], r["entry"]) for r in stuck] == flight["stuck"]
     assert sorted(queries.inflight_pairs()) == sorted(flight["stuck"])
-    page = staff.get(reverse("inflight"), {"stuck": "1"})
+    page = staff.get(reverse("queueadmin:inflight"), {"stuck": "1"})
     assert [(r["request"], r["entry"]) for r in page.context["rows"]] == flight["stuck"]
 
 
 def test_in_flight_shows_elapsed_time_against_the_limit_and_flags_items_over_it(staff, viewer, eng, flight):
-    rows = {r["entry"]: r for r in staff.get(reverse("inflight")).context["rows"]}
+    rows = {r["entry"]: r for r in staff.get(reverse("queueadmin:inflight")).context["rows"]}
     over = rows[flight["running"]]
     assert over["running"] and over["kind"] == "thread" and over["limit"] == 10.0 and over["over_limit"]
     assert 11 < over["elapsed"] < 20
@@ -195,11 +195,11 @@ def test_in_flight_shows_elapsed_time_against_the_limit_and_flags_items_over_it(
     assert all(r["limit"] == 7.0 for r in b_other)  # the request's own limit
     a_other = [r for r in rows.values() if r["request"] == flight["a"] and not r["running"]]
     assert all(r["limit"] == 3600.0 for r in a_other)  # the queue's
-    html = staff.get(reverse("inflight")).content.decode()
+    html = staff.get(reverse("queueadmin:inflight")).content.decode()
     assert "over limit" in html
     assert html.count('form="stop-form"') == 2  # only items a live worker runs can be stopped
-    assert 'form="stop-form"' not in viewer.get(reverse("inflight")).content.decode()
-    fragment = staff.get(reverse("inflight"), headers={"HX-Request": "true"}).content.decode()
+    assert 'form="stop-form"' not in viewer.get(reverse("queueadmin:inflight")).content.decode()
+    fragment = staff.get(reverse("queueadmin:inflight"), headers={"HX-Request": "true"}).content.decode()
     assert "<html" not in fragment and 'id="inflight-table"' in fragment
 
 
@@ -212,7 +212,7 @@ def test_stop_an_item_is_a_confirmed_post_for_staff_who_may_act(staff, viewer, e
         return len(calls) == 1
 
     monkeypatch.setattr(services.engine(), "stop_item", stop_item, raising=False)
-    url = reverse("inflight_stop")
+    url = reverse("queueadmin:inflight_stop")
     assert staff.get(url).status_code == 405
     assert viewer.post(url, {"ids": f"{rid}:{entry}", "confirm": "1"}).status_code == 403
     strict = Client(enforce_csrf_checks=True)
@@ -237,7 +237,7 @@ def test_an_operator_may_stop_items(eng, flight, monkeypatch):
     c.force_login(user)
     calls = []
     monkeypatch.setattr(services.engine(), "stop_item", lambda r, e: calls.append((r, e)) or True, raising=False)
-    c.post(reverse("inflight_stop"), {"ids": f"{flight['a']}:{flight['running']}", "confirm": "1"})
+    c.post(reverse("queueadmin:inflight_stop"), {"ids": f"{flight['a']}:{flight['running']}", "confirm": "1"})
     assert calls == [(flight["a"], flight["running"])]
 
 
@@ -257,7 +257,7 @@ def test_workers_page_shows_slots_running_items_against_limits_and_recycling(sta
     eng.redis.zadd(eng.keys.workers, {"odd:4:dd": now * 1000})
     eng.redis.hset(eng.keys.worker("odd:4:dd"), mapping={"heartbeat": int(now * 1000), "current": json.dumps(
         [1, {"request": 5}, {"request": "r-x", "started": "soon", "limit": "nan"}])})
-    page = staff.get(reverse("workers"))
+    page = staff.get(reverse("queueadmin:workers"))
     assert page.status_code == 200
     rows = {w["id"]: w for w in page.context["rows"]}
     new = rows["new:1:aa"]
@@ -274,8 +274,8 @@ def test_workers_page_shows_slots_running_items_against_limits_and_recycling(sta
     assert page.context["over_count"] == 1 and page.context["running_count"] == 4
     html = page.content.decode()
     assert "2 / 8" in html and "1 / 100" in html and "over limit" in html and "no limit" in html
-    assert reverse("request_detail", args=["r-over"]) in html
-    fragment = staff.get(reverse("workers"), headers={"HX-Request": "true"}).content.decode()
+    assert reverse("queueadmin:request_detail", args=["r-over"]) in html
+    fragment = staff.get(reverse("queueadmin:workers"), headers={"HX-Request": "true"}).content.decode()
     assert "<html" not in fragment and 'id="workers-table"' in fragment
 
 
@@ -285,10 +285,10 @@ def test_workers_page_shows_slots_running_items_against_limits_and_recycling(sta
 def test_results_download_is_streamed_in_item_order(staff, eng):
     rid = submit([f"x{i}" for i in range(2500)], processor="uppercase")
     burst(eng)
-    response = staff.get(reverse("request_results", args=[rid]))
+    response = staff.get(reverse("queueadmin:request_results", args=[rid]))
     assert response.streaming and response["Content-Type"].startswith("application/x-ndjson")
     chunks = list(response.streaming_content)
     assert len(chunks) > 1  # sent in pieces, not built whole
     lines = b"".join(chunks).decode().splitlines()
     assert [json.loads(line)["result"] for line in lines] == [f"X{i}" for i in range(2500)]
-    assert staff.get(reverse("request_results", args=["nosuchrequest"])).status_code == 404
+    assert staff.get(reverse("queueadmin:request_results", args=["nosuchrequest"])).status_code == 404

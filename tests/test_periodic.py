@@ -13,11 +13,11 @@ from django.urls import reverse
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from core import periodic as periodic_web
-from core import services
-from core.engine import periodic
-from core.engine.periodic import Definition
-from core.models import PeriodicRequest
+from queueadmin.core import periodic as periodic_web
+from queueadmin.core import services
+from queueadmin.core.engine import periodic
+from queueadmin.core.engine.periodic import Definition
+from queueadmin.core.models import PeriodicRequest
 from tests.engine_helpers import wait_for
 from tests.test_inputs_property import form_json_lines, form_lines, http_text
 
@@ -72,7 +72,7 @@ def periodic_requests(engine, name) -> list[dict]:
 
 
 def test_a_periodic_request_added_in_the_admin_is_published(admin_client, engine):
-    response = admin_client.post(reverse("admin:core_periodicrequest_add"),
+    response = admin_client.post(reverse("admin:queueadmin_periodicrequest_add"),
                                  form(items='{"n": 1}\n[2]\n"three"', items_are_json="on", cron="0 3 * * *",
                                       interval_seconds="", timezone="Europe/Berlin", priority=80))
     assert response.status_code == 302, response.content
@@ -96,7 +96,7 @@ def test_a_periodic_request_added_in_the_admin_is_published(admin_client, engine
     ({"name": "bad name!"}, "name", "letters, digits"),
 ])
 def test_the_admin_refuses_bad_definitions_with_a_clear_error(admin_client, engine, changes, field, message):
-    response = admin_client.post(reverse("admin:core_periodicrequest_add"), form(**changes))
+    response = admin_client.post(reverse("admin:queueadmin_periodicrequest_add"), form(**changes))
     assert response.status_code == 200
     errors = response.context["adminform"].form.errors
     assert field in errors if field else "__all__" in errors, errors
@@ -107,11 +107,11 @@ def test_the_admin_refuses_bad_definitions_with_a_clear_error(admin_client, engi
 def test_edits_pause_resume_and_delete_reach_redis(admin_client, engine):
     obj = make(interval_seconds=3600)
     first = periodic.next_runs(engine, ["nightly"])["nightly"]
-    url = reverse("admin:core_periodicrequest_change", args=[obj.pk])
+    url = reverse("admin:queueadmin_periodicrequest_change", args=[obj.pk])
     assert admin_client.post(url, form(items="x\ny\nz", interval_seconds=3600)).status_code == 302
     assert published(engine, "nightly").items == ["x", "y", "z"]  # workers read this on their next tick
     assert periodic.next_runs(engine, ["nightly"])["nightly"] == first  # same timing: same due time
-    changelist = reverse("admin:core_periodicrequest_changelist")
+    changelist = reverse("admin:queueadmin_periodicrequest_changelist")
     admin_client.post(changelist, {"action": "pause", "_selected_action": [obj.pk]})
     assert published(engine, "nightly") is None and periodic.next_runs(engine, ["nightly"])["nightly"] is None
     admin_client.post(changelist, {"action": "resume", "_selected_action": [obj.pk]})
@@ -120,7 +120,7 @@ def test_edits_pause_resume_and_delete_reach_redis(admin_client, engine):
     (rid,) = [m["id"] for m in periodic_requests(engine, "nightly")]
     assert rid in response.content.decode()
     assert PeriodicRequest.objects.get().last_request_id == rid
-    admin_client.post(reverse("admin:core_periodicrequest_delete", args=[obj.pk]), {"post": "yes"})
+    admin_client.post(reverse("admin:queueadmin_periodicrequest_delete", args=[obj.pk]), {"post": "yes"})
     assert published(engine, "nightly") is None and not engine.redis.zcard(engine.keys.periodic.due)
 
 
@@ -158,27 +158,27 @@ def test_after_the_commit_redis_matches_the_row_again(engine, django_capture_on_
 def test_the_scheduled_page_lists_them_and_run_now_submits(admin_client, engine):
     make(interval_seconds=3600)
     make("paused", enabled=False, cron="*/5 * * * *", interval_seconds=None)
-    page = admin_client.get(reverse("scheduled")).content.decode()
+    page = admin_client.get(reverse("queueadmin:scheduled")).content.decode()
     assert "nightly" in page and "every 3,600 s" in page and "cron */5 * * * *" in page and ">paused<" in page
-    response = admin_client.post(reverse("scheduled_action"), {"action": "periodic_run", "periodic": "nightly"},
+    response = admin_client.post(reverse("queueadmin:scheduled_action"), {"action": "periodic_run", "periodic": "nightly"},
                                  follow=True)
     (meta,) = periodic_requests(engine, "nightly")
     html = response.content.decode()
     assert f"submitted request {meta['id']}" in html
-    assert reverse("request_detail", args=[meta["id"]]) in html  # the last request, linked
+    assert reverse("queueadmin:request_detail", args=[meta["id"]]) in html  # the last request, linked
     assert engine.status(meta["id"])["total"] == 2
     # htmx: pause and resume answer with the page's fragment
-    admin_client.post(reverse("scheduled_action"), {"action": "periodic_pause", "periodic": "nightly"},
+    admin_client.post(reverse("queueadmin:scheduled_action"), {"action": "periodic_pause", "periodic": "nightly"},
                       headers={"HX-Request": "true"})
     assert PeriodicRequest.objects.get(name="nightly").enabled is False and published(engine, "nightly") is None
-    admin_client.post(reverse("scheduled_action"), {"action": "periodic_resume", "periodic": "paused"})
+    admin_client.post(reverse("queueadmin:scheduled_action"), {"action": "periodic_resume", "periodic": "paused"})
     assert published(engine, "paused").cron == "*/5 * * * *"
-    fragment = admin_client.get(reverse("scheduled"), headers={"HX-Request": "true"}).content.decode()
+    fragment = admin_client.get(reverse("queueadmin:scheduled"), headers={"HX-Request": "true"}).content.decode()
     assert "<html" not in fragment and 'id="periodic-table"' in fragment
 
 
 def test_the_live_fragment_shows_next_runs(engine):
-    from core.views.live import render_topic
+    from queueadmin.core.views.live import render_topic
 
     make(interval_seconds=60)
     html = render_topic("scheduled:1", can_act=False)
@@ -191,17 +191,17 @@ def test_only_staff_who_may_act_change_them_and_only_with_csrf(engine):
     viewer = User.objects.create_user("viewer", password="pw", is_staff=True)
     c = Client()
     c.force_login(viewer)
-    assert "nightly" in c.get(reverse("scheduled")).content.decode()
-    assert c.post(reverse("scheduled_action"), {"action": "periodic_run", "periodic": "nightly"}).status_code == 403
+    assert "nightly" in c.get(reverse("queueadmin:scheduled")).content.decode()
+    assert c.post(reverse("queueadmin:scheduled_action"), {"action": "periodic_run", "periodic": "nightly"}).status_code == 403
     operator = User.objects.create_user("operator", password="pw", is_staff=True)
     operator.user_permissions.add(Permission.objects.get(codename="change_requestrecord"))
     strict = Client(enforce_csrf_checks=True)
     strict.force_login(operator)
-    assert strict.post(reverse("scheduled_action"),
+    assert strict.post(reverse("queueadmin:scheduled_action"),
                        {"action": "periodic_pause", "periodic": "nightly"}).status_code == 403  # no CSRF token
     assert PeriodicRequest.objects.get().enabled and not periodic_requests(engine, "nightly")
     c.force_login(operator)
-    assert c.post(reverse("scheduled_action"), {"action": "periodic_run", "periodic": "nope"}).status_code == 404
+    assert c.post(reverse("queueadmin:scheduled_action"), {"action": "periodic_run", "periodic": "nope"}).status_code == 404
 
 
 # -- real workers ----------------------------------------------------------------
@@ -287,7 +287,7 @@ def test_the_admin_form_never_fails_and_round_trips(admin_client, engine, fuzzed
               "interval_seconds": "" if use_cron else str(interval), "cron": values["cron"] if use_cron else ""}
     if fuzzed:
         values[fuzzed] = junk
-    response = admin_client.post(reverse("admin:core_periodicrequest_add"),
+    response = admin_client.post(reverse("admin:queueadmin_periodicrequest_add"),
                                  form(**values, items_are_json="on" if as_json else None))
     assert response.status_code in (200, 302), response.status_code
     event("accepted" if response.status_code == 302 else "refused")

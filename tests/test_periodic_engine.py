@@ -10,9 +10,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from core.engine import periodic
-from core.engine.errors import QueueError
-from core.engine.periodic import Definition
+from queueadmin.core.engine import periodic
+from queueadmin.core.engine.errors import QueueError
+from queueadmin.core.engine.periodic import Definition
 from tests.engine_helpers import burst
 
 

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 from django.core import checks
 
-from core import checks as qa_checks
-from core import services
-from core.catalog import clashes, processor
-from core.engine.processors import Catalog, Processors, catalog
-from core.forms import processor_choices
+from queueadmin.core import conf
+from queueadmin.core import checks as qa_checks
+from queueadmin.core import services
+from queueadmin.core.catalog import clashes, processor
+from queueadmin.core.engine.processors import Catalog, Processors, catalog
+from queueadmin.core.forms import processor_choices
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,7 +36,7 @@ def installed(settings, redis_url):
                                "PROCESSORS": {**settings.QUEUEADMIN["PROCESSORS"], **(processors or {})}}
         settings.INSTALLED_APPS = [*settings.INSTALLED_APPS, *apps]
         services.reset()
-        return settings.QUEUEADMIN["PROCESSORS"]
+        return conf.processors()
     return install
 
 
@@ -60,9 +61,9 @@ def test_autodiscovered_processors_join_the_one_list_everyone_reads(installed):
 
 
 def test_a_name_in_the_settings_map_keeps_its_path_and_the_clash_is_reported(installed):
-    paths = installed("tests.taskapp", processors={"taskapp.double": "core.engine.processors.echo"})
-    assert paths["taskapp.double"] == "core.engine.processors.echo"
-    assert clashes()["taskapp.double"] == ["core.engine.processors.echo", "tests.taskapp.processors.double"]
+    paths = installed("tests.taskapp", processors={"taskapp.double": "queueadmin.core.engine.processors.echo"})
+    assert paths["taskapp.double"] == "queueadmin.core.engine.processors.echo"
+    assert clashes()["taskapp.double"] == ["queueadmin.core.engine.processors.echo", "tests.taskapp.processors.double"]
     assert any("taskapp.double" in m for m in run_checks()["queueadmin.E002"])
 
 
@@ -79,7 +80,7 @@ def test_two_functions_under_one_name_are_a_duplicate(own_catalog, installed):
 
 
 def test_check_reports_processors_that_cannot_run(installed, monkeypatch):
-    installed(processors={"broken": "tests.taskapp.nowhere.nothing", "typo": "core.engine.processors.ecco",
+    installed(processors={"broken": "tests.taskapp.nowhere.nothing", "typo": "queueadmin.core.engine.processors.ecco",
                           "gen": "tests.taskapp.bad.generate", "number": "tests.taskapp.bad.not_callable"})
     found = run_checks()
     assert sorted(m.split("'")[1] for m in found["queueadmin.E001"]) == ["broken", "number", "typo"]

@@ -7,9 +7,9 @@ import time
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from core.engine import ratelimit
-from core.engine.config import QueueConfig
-from core.engine.errors import QueueError
+from queueadmin.core.engine import ratelimit
+from queueadmin.core.engine.config import QueueConfig
+from queueadmin.core.engine.errors import QueueError
 from tests.engine_helpers import Threads, wait_for
 from tests.test_engine_crash import assert_exactly_one_result_per_item, completed
 

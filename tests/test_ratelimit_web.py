@@ -5,9 +5,9 @@ import pytest
 from django.core.management import CommandError, call_command
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from core import services
-from core.engine import ratelimit
-from core.models import ApiToken, Queue
+from queueadmin.core import services
+from queueadmin.core.engine import ratelimit
+from queueadmin.core.models import ApiToken, Queue
 from tests.api_helpers import Api, make_user
 from tests.test_ratelimit import claim
 
@@ -76,7 +76,7 @@ def test_queue_submit_takes_a_rate_limit(redis_url, tmp_path, capsys):
 def test_the_admin_sets_a_queue_limit_that_workers_read_and_pages_show(redis_url, admin_client):
     from django.contrib import admin
 
-    resp = admin_client.post("/admin/core/queue/add/", {
+    resp = admin_client.post("/admin/queueadmin/queue/add/", {
         "name": "slowq", "priority": 50, "concurrency": 10, "lease_seconds": 60, "max_attempts": 3,
         "backoff_seconds": 1, "backoff_max_seconds": 300, "retention_seconds": 86400, "time_limit_seconds": 3600,
         "rate_limit": "3 / Sec"})
@@ -84,7 +84,7 @@ def test_the_admin_sets_a_queue_limit_that_workers_read_and_pages_show(redis_url
     assert Queue.objects.get(name="slowq").rate_limit == "3/s"
     eng = services.engine()
     assert eng.queue_config("slowq").rate_limit == "3/s"
-    resp = admin_client.post("/admin/core/queue/add/", {
+    resp = admin_client.post("/admin/queueadmin/queue/add/", {
         "name": "badq", "priority": 50, "concurrency": 10, "lease_seconds": 60, "max_attempts": 3,
         "backoff_seconds": 1, "backoff_max_seconds": 300, "retention_seconds": 86400, "time_limit_seconds": 3600,
         "rate_limit": "3 per sec"})

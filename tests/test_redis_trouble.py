@@ -21,10 +21,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.urls import reverse
 
-from core import embedded, services
-from core.engine import connection
-from core.engine.client import QueueClient
-from core.engine.errors import describe
+from queueadmin.core import embedded, services
+from queueadmin.core.engine import connection
+from queueadmin.core.engine.client import QueueClient
+from queueadmin.core.engine.errors import describe
 from tests.tcp_proxy import TcpProxy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -158,14 +158,14 @@ def staff(client, db):
 def test_dashboard_when_redis_is_full(full, staff):
     services.sync_queues()
     full.fill()
-    assert staff.get(reverse("overview")).status_code == 200  # reading still works
-    response = staff.post(reverse("submit"), {"queue": "default", "processor": "echo", "items": "keep me\nand me"})
+    assert staff.get(reverse("queueadmin:overview")).status_code == 200  # reading still works
+    response = staff.post(reverse("queueadmin:submit"), {"queue": "default", "processor": "echo", "items": "keep me\nand me"})
     assert response.status_code == 503
     page = response.content.decode()
     assert OOM in page and "user_script" not in page
     assert "keep me" in page  # the form is kept, to submit again later
     full.relieve()
-    assert staff.post(reverse("submit"), {"queue": "default", "processor": "echo",
+    assert staff.post(reverse("queueadmin:submit"), {"queue": "default", "processor": "echo",
                                           "items": "keep me"}).status_code == 302
 
 
@@ -184,7 +184,7 @@ def replica(trouble_server, tmp_path, settings):
 @pytest.mark.django_db
 def test_read_only_replica(full, replica, staff):
     primary = QueueClient(connection.connect(full.url))
-    from core.models import Queue
+    from queueadmin.core.models import Queue
 
     for queue in Queue.objects.all():
         primary.define_queue(queue.name, queue.to_config())
@@ -193,7 +193,7 @@ def test_read_only_replica(full, replica, staff):
         time.sleep(0.05)
     with pytest.raises(CommandError, match="read-only replica"):
         call_command("queue_submit", "-", processor="echo", stdin=io.StringIO("a\n"))
-    response = staff.post(reverse("submit"), {"queue": "default", "processor": "echo", "items": "a"})
+    response = staff.post(reverse("queueadmin:submit"), {"queue": "default", "processor": "echo", "items": "a"})
     assert response.status_code == 503 and "read-only replica" in response.content.decode()
 
 
@@ -205,17 +205,17 @@ def test_dashboard_pages_when_redis_is_unreachable(staff, settings):
     services.reset()
     try:
         for name in ("overview", "requests", "inflight", "dead", "scheduled", "workers", "submit"):
-            response = staff.get(reverse(name))
+            response = staff.get(reverse("queueadmin:" + name))
             if response.status_code == 200:
                 continue  # a page served from the database alone
             assert response.status_code == 503, (name, response.status_code)
             assert "cannot reach Redis" in response.content.decode() and b"<html" in response.content
             assert response["Retry-After"]
-        response = staff.get(reverse("overview"), headers={"HX-Request": "true"})
+        response = staff.get(reverse("queueadmin:overview"), headers={"HX-Request": "true"})
         assert response.status_code == 503 and b"<html" not in response.content
         assert "cannot reach Redis" in response.content.decode()
         assert response["HX-Retarget"] == "#main"
-        response = staff.get(reverse("overview"), headers={"Accept": "application/json"})
+        response = staff.get(reverse("queueadmin:overview"), headers={"Accept": "application/json"})
         assert response.status_code == 503 and "cannot reach Redis" in response.json()["error"]
     finally:
         services.reset()
@@ -279,7 +279,7 @@ def test_a_silent_server_gives_commands_a_one_line_error(proxy, cli_db):
 
 def test_a_submission_through_a_silent_server_fails_quickly(proxy, redis_server):
     qc = QueueClient(connection.connect(proxy.url(query="socket_timeout=1")))
-    from core.engine.config import QueueConfig
+    from queueadmin.core.engine.config import QueueConfig
 
     qc.define_queue("default", QueueConfig())
     proxy.freeze()

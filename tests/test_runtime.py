@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from core.engine.config import QueueConfig
+from queueadmin.core.engine.config import QueueConfig
 from tests.engine_helpers import burst, max_overlap, wait_for
 from tests.test_engine_crash import assert_exactly_one_result_per_item, completed
 
@@ -110,7 +110,7 @@ def test_a_fast_processor_that_hangs_in_the_dispatcher_gets_the_process_replaced
 
 
 def _workers(qc):
-    from core.engine.registry import Registry
+    from queueadmin.core.engine.registry import Registry
 
     return [w for w in Registry(qc.redis, qc.keys).workers() if w.get("live")]
 
@@ -198,7 +198,7 @@ def test_an_items_log_and_logging_calls_are_kept_with_its_result(qc):
 
 
 def test_an_items_log_is_cut_at_the_cap_with_a_note(qc):
-    from core.engine.itemlog import LOG_CAP
+    from queueadmin.core.engine.itemlog import LOG_CAP
 
     sub = qc.submit("default", "flood_log", [2000])
     burst(qc)

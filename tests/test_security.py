@@ -20,7 +20,7 @@ from django.core.exceptions import ValidationError
 from django.test import Client
 from django.urls import reverse
 
-from core import services
+from queueadmin.core import services
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -60,10 +60,10 @@ def test_debug_is_off_unless_asked_for(tmp_path):
 
 
 def test_metrics_key_comes_from_the_environment(tmp_path):
-    code = "import django; django.setup(); from django.test import RequestFactory; from core import auth; " \
+    code = "import django; django.setup(); from django.test import RequestFactory; from queueadmin.core import auth; " \
            "print(auth.metrics_allowed(RequestFactory().get('/', headers={'Authorization': 'Bearer s3cr3t-scraper-key'})))"
     assert run_py(code, clean_env(tmp_path, QUEUEADMIN_METRICS_TOKEN="s3cr3t-scraper-key")) == "True"
-    code = "from django.conf import settings; print(repr(settings.QUEUEADMIN_METRICS_TOKEN))"
+    code = "import django; django.setup(); from queueadmin.core import conf; print(repr(conf.get('METRICS_TOKEN')))"
     assert run_py(code, clean_env(tmp_path)) == "''"  # unset: no shared key at all
 
 
@@ -97,7 +97,7 @@ from django.test import Client
 c = Client()
 r = c.get("/no/such/page/")
 out = {"status": r.status_code, "body": r.content.decode()}
-for path in ("/static/qa/app.css", "/static/qa/app.js", "/static/vendor/htmx.org/dist/htmx.min.js",
+for path in ("/static/queueadmin/app.css", "/static/queueadmin/app.js", "/static/queueadmin/vendor/htmx.min.js",
              "/static/admin/css/base.css"):
     out[path] = c.get(path).status_code
 print(json.dumps(out))
@@ -108,12 +108,12 @@ print(json.dumps(out))
     assert "URLconf" not in out["body"] and "Traceback" not in out["body"] and "DEBUG = True" not in out["body"]
     assert "Not found" in out["body"]
     assert {k: v for k, v in out.items() if k.startswith("/static/")} == {
-        "/static/qa/app.css": 200, "/static/qa/app.js": 200, "/static/vendor/htmx.org/dist/htmx.min.js": 200,
+        "/static/queueadmin/app.css": 200, "/static/queueadmin/app.js": 200, "/static/queueadmin/vendor/htmx.min.js": 200,
         "/static/admin/css/base.css": 200}
 
 
 def test_static_files_are_served_in_tests_too(client):
-    for path in ("/static/qa/app.css", "/static/vendor/htmx.org/dist/htmx.min.js"):
+    for path in ("/static/queueadmin/app.css", "/static/queueadmin/vendor/htmx.min.js"):
         response = client.get(path)
         assert response.status_code == 200, path
         assert b"".join(response.streaming_content) if response.streaming else response.content
@@ -263,18 +263,18 @@ def test_every_page_has_a_strict_policy_and_keeps_it(dashboard):
     assert meta and json.loads(meta[1])["includeIndicatorStyles"] is False
     assert "style" not in json.loads(meta[1])["attributesToSettle"]  # htmx would copy style attributes
     for name in pages:
-        assert_strict(client.get(reverse(name)), name)
-        assert_strict(client.get(reverse(name), headers={"HX-Request": "true"}), f"{name} (htmx)")
+        assert_strict(client.get(reverse("queueadmin:" + name)), name)
+        assert_strict(client.get(reverse("queueadmin:" + name), headers={"HX-Request": "true"}), f"{name} (htmx)")
     for rid in (done, live):
-        assert_strict(client.get(reverse("request_detail", args=[rid])), rid)
-    confirm = client.post(reverse("request_bulk"), {"scope": "all", "filter": ""}, headers={"HX-Request": "true"})
+        assert_strict(client.get(reverse("queueadmin:request_detail", args=[rid])), rid)
+    confirm = client.post(reverse("queueadmin:request_bulk"), {"scope": "all", "filter": ""}, headers={"HX-Request": "true"})
     assert "modal" in confirm.content.decode()
     assert_strict(confirm, "confirm dialog")
-    page = client.post(reverse("request_cancel", args=[live]))
+    page = client.post(reverse("queueadmin:request_cancel", args=[live]))
     assert "modal" in page.content.decode()
     assert_strict(page, "confirm page")
     assert_strict(client.get("/no/such/page/"), "404")
-    for url in ("/admin/", "/admin/core/apitoken/add/", "/admin/core/queue/", "/admin/auth/user/", "/api/docs"):
+    for url in ("/admin/", "/admin/queueadmin/apitoken/add/", "/admin/queueadmin/queue/", "/admin/auth/user/", "/api/docs"):
         response = client.get(url)
         policy = csp_of(response)
         assert response.status_code == 200 and policy["script-src"] == ["'self'"], url
@@ -291,23 +291,20 @@ def test_login_and_lockout_pages_are_strict(client, db, settings):
 
 
 
-# -- bin/run's first login ------------------------------------------------------------------------
+# -- the standalone service's first login (bin/run, queueadmin run) ---------------------------------
 
-
-def first_user_snippet() -> str:
-    """The Python that bin/run gives `manage.py shell -c` to create the first login."""
-    script = (ROOT / "bin" / "run").read_text()
-    return re.search(r"manage\.py shell -v 0 -c '\n(.*?)\n'", script, re.S)[1]
+FIRST_LOGIN = ("import django; django.setup(); from pathlib import Path; from queueadmin.service import Service; "
+               "Service(Path('.'), 0, 0, 1).first_login()")
 
 
 @pytest.mark.slow
 def test_bin_run_creates_admin_with_a_random_password_shown_once(tmp_path):
     env = clean_env(tmp_path)
     subprocess.run([PY, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True, timeout=120)
-    shell = [PY, "manage.py", "shell", "-v", "0", "-c", first_user_snippet()]
+    shell = [PY, "-c", FIRST_LOGIN]
     first = subprocess.run(shell, cwd=ROOT, env=env, capture_output=True, text=True, check=True, timeout=60).stdout
     password = re.search(r"login admin, password (\S+)", first)[1]
-    assert "manage.py changepassword admin" in first and password != "admin" and len(password) >= 16
+    assert "queueadmin changepassword admin" in first and password != "admin" and len(password) >= 16
     check = (f"from django.contrib.auth import authenticate; from django.contrib.auth.password_validation import "
              f"validate_password; u = authenticate(username='admin', password={password!r}); "
              f"validate_password({password!r}, u); print(u.is_superuser)")

@@ -12,12 +12,12 @@ from django.db import transaction
 from django.utils import timezone
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from core import services
-from core.engine.config import QueueConfig
-from core.engine.errors import QueueError
-from core.engine.processors import ProcessorError, Processors
-from core.models import RequestRecord
-from core.tasks import (TaskResultDoesNotExist, TaskResultStatus, adapter, engine_priority, enqueue_many,
+from queueadmin.core import services
+from queueadmin.core.engine.config import QueueConfig
+from queueadmin.core.engine.errors import QueueError
+from queueadmin.core.engine.processors import ProcessorError, Processors
+from queueadmin.core.models import RequestRecord
+from queueadmin.core.tasks import (TaskResultDoesNotExist, TaskResultStatus, adapter, engine_priority, enqueue_many,
                         task_backends)
 from tests.engine_helpers import WorkerProcs, wait_for
 from tests.taskapp import tasks

@@ -8,8 +8,8 @@ from django.contrib.auth.models import User
 from django.core.management import ManagementUtility, call_command
 from django.core.management.base import CommandError
 
-from core.auth import authenticate
-from core.models import ApiToken
+from queueadmin.core.auth import authenticate
+from queueadmin.core.models import ApiToken
 
 pytestmark = pytest.mark.django_db
 

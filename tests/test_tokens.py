@@ -18,8 +18,8 @@ from django.test import Client, RequestFactory
 from django.urls import reverse
 from django.utils import timezone
 
-from core import auth, services
-from core.models import ApiToken, RequestRecord
+from queueadmin.core import auth, services
+from queueadmin.core.models import ApiToken, RequestRecord
 
 pytestmark = pytest.mark.django_db
 
@@ -138,10 +138,10 @@ def test_metrics_allowed_takes_the_env_key_or_a_metrics_token(settings):
 @pytest.mark.django_db(transaction=True)
 def test_existing_tokens_are_migrated_to_read_submit_steer():
     executor = MigrationExecutor(connection)
-    executor.migrate([("core", "0003_queue_time_limit")])
-    old = executor.loader.project_state([("core", "0003_queue_time_limit")]).apps
+    executor.migrate([("queueadmin", "0003_queue_time_limit")])
+    old = executor.loader.project_state([("queueadmin", "0003_queue_time_limit")]).apps
     user = old.get_model("auth", "User").objects.create(username="producer", is_staff=True)
-    old.get_model("core", "ApiToken").objects.create(user=user, key_hash=ApiToken.hash("qa_old"), prefix="qa_old")
+    old.get_model("queueadmin", "ApiToken").objects.create(user=user, key_hash=ApiToken.hash("qa_old"), prefix="qa_old")
     executor = MigrationExecutor(connection)
     executor.loader.build_graph()
     executor.migrate(executor.loader.graph.leaf_nodes())
@@ -160,14 +160,14 @@ def admin_as(user):
 
 
 def add_token(client, **data):
-    return client.post(reverse("admin:core_apitoken_add"), data, follow=True)
+    return client.post(reverse("admin:queueadmin_apitoken_add"), data, follow=True)
 
 
 def test_staff_with_add_permission_cannot_issue_for_a_superuser():
     root = make_user("root", superuser=True)
     staff = make_user("staff", perms=("add_apitoken", "view_apitoken"))
     client = admin_as(staff)
-    page = client.get(reverse("admin:core_apitoken_add")).content.decode()
+    page = client.get(reverse("admin:queueadmin_apitoken_add")).content.decode()
     assert ">root<" not in page and ">staff<" in page
     response = add_token(client, user=root.pk, name="mine now", scopes=["read", "submit", "steer"])
     assert ApiToken.objects.count() == 0
@@ -215,13 +215,13 @@ def test_non_superusers_see_and_revoke_only_their_own_tokens():
     roots, root_key = ApiToken.issue(root, "root's")
     mine, my_key = ApiToken.issue(staff, "staff's", scopes=["read"])
     client = admin_as(staff)
-    listing = client.get(reverse("admin:core_apitoken_changelist")).content.decode()
+    listing = client.get(reverse("admin:queueadmin_apitoken_changelist")).content.decode()
     assert "staff&#x27;s" in listing and "root&#x27;s" not in listing
-    assert client.get(reverse("admin:core_apitoken_change", args=[roots.pk])).status_code in (302, 403, 404)
-    assert client.post(reverse("admin:core_apitoken_delete", args=[roots.pk]), {"post": "yes"}).status_code != 200
+    assert client.get(reverse("admin:queueadmin_apitoken_change", args=[roots.pk])).status_code in (302, 403, 404)
+    assert client.post(reverse("admin:queueadmin_apitoken_delete", args=[roots.pk]), {"post": "yes"}).status_code != 200
     assert ApiToken.objects.filter(pk=roots.pk).exists()
     # The revoke action: refused at once.
-    client.post(reverse("admin:core_apitoken_changelist"),
+    client.post(reverse("admin:queueadmin_apitoken_changelist"),
                 {"action": "revoke", "_selected_action": [mine.pk, roots.pk]})
     assert auth.authenticate(bearer(my_key)) is None
     assert auth.authenticate(bearer(root_key)) == roots

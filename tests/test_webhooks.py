@@ -26,10 +26,10 @@ from hypothesis import HealthCheck, event, given, settings as hsettings
 from hypothesis import strategies as st
 from redis.crc import key_slot
 
-from core import services, webhooks
-from core.engine import webhook_store
-from core.engine.config import QueueConfig
-from core.models import ApiToken
+from queueadmin.core import services, webhooks
+from queueadmin.core.engine import webhook_store
+from queueadmin.core.engine.config import QueueConfig
+from queueadmin.core.models import ApiToken
 from tests.api_helpers import Api, make_user
 from tests.engine_helpers import ROOT, WorkerProcs, wait_for
 
@@ -162,7 +162,7 @@ def test_completion_and_failure_are_posted_signed_and_retried_after_a_500(allowe
     time.sleep(0.6)  # three backoffs: a delivered webhook is not sent again
     assert len(hook.to("/done")) == 2 and len(hook.to("/failed")) == 1
 
-    page = admin_client.get(reverse("request_detail", args=[ok.id])).content.decode()
+    page = admin_client.get(reverse("queueadmin:request_detail", args=[ok.id])).content.decode()
     assert 'id="webhooks"' in page and "HTTP 500" in page and "HTTP 200" in page and "delivered" in page
 
 
@@ -206,7 +206,7 @@ def test_each_webhook_is_sent_once_by_a_pool_of_workers(allowed, hook, procs):
 
 
 def _mirror_token(token: ApiToken, db_path) -> None:
-    code = ("from django.contrib.auth.models import User; from core.models import ApiToken; "
+    code = ("from django.contrib.auth.models import User; from queueadmin.core.models import ApiToken; "
             f"u, _ = User.objects.get_or_create(username='mirror{token.pk}'); "
             f"ApiToken.objects.update_or_create(pk={token.pk}, defaults=dict(user=u, key_hash='{token.key_hash}', "
             f"prefix='mirror', scopes='read', webhook_secret='{token.webhook_secret}'))")
@@ -283,14 +283,14 @@ def test_a_token_from_before_webhooks_cannot_ask_for_one(api, allowed, hook):
 
 def test_form_and_command_refuse_and_accept(allowed, admin_client, hook):
     form = {"queue": "default", "processor": "echo", "items": "a", "callback_url": "http://169.254.169.254/"}
-    page = admin_client.post(reverse("submit"), form)
+    page = admin_client.post(reverse("queueadmin:submit"), form)
     assert page.status_code == 200 and b"not allowed for webhooks" in page.content
     with pytest.raises(CommandError, match="--callback-url refused: .*192.168.1.1"):
         call_command("queue_submit", "-", "--processor", "echo", "--callback-url", "http://192.168.1.1/",
                      stdin=io.StringIO("a\n"), stdout=io.StringIO())
     assert nothing_queued()
 
-    answer = admin_client.post(reverse("submit"), {**form, "callback_url": hook.url + "/form"})
+    answer = admin_client.post(reverse("queueadmin:submit"), {**form, "callback_url": hook.url + "/form"})
     assert answer.status_code == 302
     rid = answer["Location"].rstrip("/").rpartition("/")[2]
     assert services.engine().status(rid)["callback_url"] == hook.url + "/form"
@@ -376,7 +376,7 @@ def test_a_finish_no_reporter_recorded_is_still_delivered(allowed, hook):
     """The worker that finished the request recorded nothing (as if killed
     before its reporter ran): the watch on requests with a callback makes the
     delivery once it comes due."""
-    from core.webhook_sender import Sender
+    from queueadmin.core.webhook_sender import Sender
     from tests.engine_helpers import burst
 
     client = services.engine()
@@ -417,7 +417,7 @@ def _trickler(stop: threading.Event):
 
 def test_slow_or_absent_receivers_fail_the_attempt_in_bounded_time(allowed):
     """Both attempts end quickly with an error and are tried again later."""
-    from core.webhook_sender import Sender
+    from queueadmin.core.webhook_sender import Sender
 
     allowed.QUEUEADMIN = {**allowed.QUEUEADMIN, "WEBHOOK_TIMEOUT_SECONDS": 0.3}
     client, stop = services.engine(), threading.Event()

@@ -7,10 +7,10 @@ import time
 import pytest
 import redis as redis_lib
 
-from core import embedded
-from core.engine.client import QueueClient
-from core.engine.config import QueueConfig
-from core.engine.connection import connect
+from queueadmin.core import embedded
+from queueadmin.core.engine.client import QueueClient
+from queueadmin.core.engine.config import QueueConfig
+from queueadmin.core.engine.connection import connect
 from tests.engine_helpers import WorkerProcs, wait_for
 from tests.test_engine_crash import assert_exactly_one_result_per_item
 

@@ -36,7 +36,7 @@ class QueueadminAPI(NinjaAPI):
 
 class LocalSwagger(Swagger):
     """Swagger UI from our static files, whether or not "ninja" is an installed
-    app (ninja would fall back to a CDN): templates/api/docs.html loads the
+    app (ninja would fall back to a CDN): templates/queueadmin/api_docs.html loads the
     assets ninja ships (static/ninja/...) and has no inline script, only a
     JSON data block that ninja's swagger-ui-init.js reads (strict CSP)."""
 
@@ -44,7 +44,7 @@ class LocalSwagger(Swagger):
         config = {**self.settings, "url": self.get_openapi_url(api, kwargs)}
         # "</" cannot end the data block early: JSON allows "<\/" for "</"
         text = json.dumps(config).replace("</", "<\\/")
-        return render(request, "api/docs.html", {"api": api, "swagger_settings": text})
+        return render(request, "queueadmin/api_docs.html", {"api": api, "swagger_settings": text})
 
 
 api = QueueadminAPI(
@@ -52,7 +52,7 @@ api = QueueadminAPI(
     description="Submit requests of items to queues, follow them, read their results and steer them. "
                 "Every call takes `Authorization: Bearer <token>` with the scope the operation names. "
                 "Errors are `{\"error\": \"...\", \"code\": \"...\"}`.",
-    urls_namespace="api", parser=JsonParser(), docs=LocalSwagger(), docs_url="/docs", openapi_url="/openapi.json",
+    urls_namespace="queueadmin:api", parser=JsonParser(), docs=LocalSwagger(), docs_url="/docs", openapi_url="/openapi.json",
 )
 errors.install(api)
 

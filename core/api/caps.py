@@ -1,5 +1,5 @@
-"""The API's limits, read from settings.QUEUEADMIN at each use (so a
-deployment, or a test, can change them) with these defaults:
+"""The API's limits, read from the settings at each use (so a deployment,
+or a test, can change them; defaults in queueadmin.core.conf):
 
 * API_MAX_BODY_BYTES: a request body from a usable token (64 MiB).
 * API_ANON_MAX_BODY_BYTES: a body sent without a usable token (16 KiB): it is
@@ -13,23 +13,14 @@ deployment, or a test, can change them) with these defaults:
 """
 from __future__ import annotations
 
-from django.conf import settings
+from queueadmin.core import conf
 
-DEFAULTS = {
-    "API_MAX_BODY_BYTES": 64 * 1024 * 1024,
-    "API_ANON_MAX_BODY_BYTES": 16 * 1024,
-    "API_SMALL_BODY_BYTES": 16 * 1024,
-    "API_MAX_ITEMS": 1_000_000,
-    "API_MAX_ITEM_BYTES": 2 * 1024 * 1024,
-    "API_MAX_DEDUP_KEY_CHARS": 200,
-    "API_RATE_LIMIT": "6000/min",
-}
 MAX_SECONDS = 10 * 365 * 86400  # delays, expiries and time limits: at most 10 years
 
 
 def cap(name: str) -> int:
-    return int(settings.QUEUEADMIN.get(name, DEFAULTS[name]))
+    return int(conf.get(name))
 
 
 def rate_limit() -> str:
-    return str(settings.QUEUEADMIN.get("API_RATE_LIMIT", DEFAULTS["API_RATE_LIMIT"]) or "")
+    return str(conf.get("API_RATE_LIMIT") or "")

@@ -50,7 +50,7 @@ def refusal(token, scope: str) -> str:
     if scope in token.scope_set:  # the token has it, its user no longer holds the permission
         if scope in ("submit", "steer"):
             return (f"this token's user may view but not act (scope {scope!r} needs "
-                    "core.change_requestrecord)")
+                    "queueadmin.change_requestrecord)")
         return f"this token's user lacks the permission for scope {scope!r}"
     return f"this token lacks the scope {scope!r} (it has: {', '.join(token.scopes_list) or 'none'})"
 

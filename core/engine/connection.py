@@ -79,16 +79,19 @@ class BoundedRetry(Retry):
     retry on a fresh connection helps when only the old one went stale, but a
     server that stays silent would otherwise cost (retries + 1) timeouts."""
 
-    def call_with_retry(self, do, fail):
+    def call_with_retry(self, do, fail, is_retryable=None, with_failure_count=False):
+        # the same signature as redis-py's own, whose later versions (7.x, 8.x) pass the last two
         self._backoff.reset()
         failures = timeouts = 0
         while True:
             try:
                 return do()
             except self._supported_errors as error:
+                if is_retryable is not None and not is_retryable(error):
+                    raise
                 failures += 1
                 timeouts += isinstance(error, (redis.TimeoutError, socket.timeout))
-                fail(error)
+                fail(error, failures) if with_failure_count else fail(error)
                 if (self._retries >= 0 and failures > self._retries) or timeouts > 1:
                     raise error
                 backoff = self._backoff.compute(failures)

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('core', '0002_default_queue'),
+        ('queueadmin', '0002_default_queue'),
     ]
 
     operations = [

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('core', '0003_queue_time_limit'),
+        ('queueadmin', '0003_queue_time_limit'),
     ]
 
     operations = [

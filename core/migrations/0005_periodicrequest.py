@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('core', '0004_apitoken_scopes'),
+        ('queueadmin', '0004_apitoken_scopes'),
     ]
 
     operations = [
@@ -32,7 +32,7 @@ class Migration(migrations.Migration):
                 ('last_run_at', models.DateTimeField(blank=True, editable=False, null=True)),
                 ('last_request_id', models.CharField(blank=True, editable=False, max_length=32)),
                 ('next_run_at', models.DateTimeField(blank=True, editable=False, null=True)),
-                ('queue', models.ForeignKey(db_column='queue', on_delete=django.db.models.deletion.PROTECT, related_name='periodic_requests', to='core.queue', to_field='name')),
+                ('queue', models.ForeignKey(db_column='queue', on_delete=django.db.models.deletion.PROTECT, related_name='periodic_requests', to='queueadmin.queue', to_field='name')),
             ],
             options={
                 'ordering': ['name'],

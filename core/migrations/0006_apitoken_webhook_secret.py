@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('core', '0005_periodicrequest'),
+        ('queueadmin', '0005_periodicrequest'),
     ]
 
     operations = [

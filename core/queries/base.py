@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import redis as redis_lib
 
-from core import services
+from queueadmin.core import services
 
 META_FIELDS = ("total", "done", "failed", "expired", "priority", "state", "discarded", "processor")
 STUCK_GRACE_MS = 250  # a lease this far past its deadline with nobody on it is stuck
@@ -92,7 +92,7 @@ class Page:
 def queue_names() -> list[str]:
     """Queues Redis knows, after pushing any configured only in the database
     (a fresh install before any worker ran); one indexed query."""
-    from core.models import Queue
+    from queueadmin.core.models import Queue
 
     names = client().queues()
     known = set(names)

@@ -15,7 +15,7 @@ Redis (from the database's history, newest 2,000).
 """
 from __future__ import annotations
 
-from core.engine.reads import parse_item
+from queueadmin.core.engine.reads import parse_item
 
 from .base import Page, _int, _loads, _payload, client, keys, live_meta, queue_names, rdb
 
@@ -31,7 +31,7 @@ def _live_failed(queue: str) -> list[str]:
 
 def candidates(queue: str | None = None, request: str | None = None) -> dict[str, str]:
     """Requests that may have dead letters: id -> queue."""
-    from core.models import RequestRecord
+    from queueadmin.core.models import RequestRecord
 
     if request:
         name = rdb().hget(keys().request(request).meta, "queue")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from core.engine import ratelimit
-from core.engine.client import TERMINAL
+from queueadmin.core.engine import ratelimit
+from queueadmin.core.engine.client import TERMINAL
 
 from .base import _int, keys, live_meta, queue_names, rdb
 from .workers import workers
@@ -123,7 +123,7 @@ def overview() -> dict:
 def _add_finished_dead(queues: list[dict], totals: dict) -> None:
     """Dead letters of finished requests still retained in Redis (from the DB's
     history: recent requests with failures), counted with one pipelined ZCARD."""
-    from core.models import RequestRecord
+    from queueadmin.core.models import RequestRecord
 
     by_name = {q["name"]: q for q in queues}
     rows = list(RequestRecord.objects.filter(failed__gt=0, state__in=TERMINAL)

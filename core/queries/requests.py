@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from core.engine import ratelimit
-from core.engine.client import TERMINAL
-from core.engine.keys import GROUP
+from queueadmin.core.engine import ratelimit
+from queueadmin.core.engine.client import TERMINAL
+from queueadmin.core.engine.keys import GROUP
 
 from .base import STUCK_GRACE_MS, _duration, _loads, _payload, _stream_id, client, keys, now_ms, rdb
 from .workers import runs, workers
@@ -66,7 +66,7 @@ def overlay(records) -> list[dict]:
 
 def request_view(rid: str) -> dict | None:
     """A request's status from Redis, or its last known summary from the DB."""
-    from core.models import RequestRecord
+    from queueadmin.core.models import RequestRecord
 
     st = client().status(rid)
     if st:

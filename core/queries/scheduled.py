@@ -2,9 +2,9 @@
 far-off shards), and periodic requests with their next and last run."""
 from __future__ import annotations
 
-from core import services
-from core.engine import schedule
-from core.engine.client import TERMINAL
+from queueadmin.core import services
+from queueadmin.core.engine import schedule
+from queueadmin.core.engine.client import TERMINAL
 
 from .base import _int, keys, queue_names, rdb
 
@@ -35,7 +35,7 @@ def scheduled(queue: str | None = None) -> list[dict]:
 def periodic() -> list[dict]:
     """Periodic requests: definitions from the database, next and last run
     from Redis (core.periodic.mirror also brings the two in step)."""
-    from core import periodic as periodic_web
+    from queueadmin.core import periodic as periodic_web
 
     rows = []
     for obj, live in periodic_web.mirror():

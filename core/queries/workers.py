@@ -13,7 +13,7 @@ import os
 import socket
 import time
 
-from django.conf import settings
+from queueadmin.core import conf
 
 from .base import _int, _loads, keys, now_ms, rdb
 
@@ -69,9 +69,8 @@ def workers(include_recovered: bool = False) -> list[dict]:
     their hash (flagged dead) for an hour, so they are found by SCAN; only
     the workers page asks for that."""
     r, k = rdb(), keys()
-    conf = settings.QUEUEADMIN
     now = now_ms()
-    cutoff = now - int(conf["DEAD_AFTER_SECONDS"] * 1000)
+    cutoff = now - int(conf.get("DEAD_AFTER_SECONDS") * 1000)
     ids = r.zrange(k.workers, 0, -1)
     if include_recovered:
         seen = set(ids)

@@ -9,11 +9,13 @@ import re
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
+from django.conf import settings
 from django.http import Http404
-from django.shortcuts import render
+from django.shortcuts import resolve_url, render
+from django.urls import NoReverseMatch, Resolver404, resolve, reverse
 from django_htmx.http import reswap, retarget
 
-from core.auth import can_act
+from queueadmin.core.auth import can_act
 
 RID = re.compile(r"^[0-9A-Za-z_-]{1,32}$")
 ENTRY = re.compile(r"^\d{1,20}-\d{1,20}$")
@@ -37,12 +39,27 @@ def staff_required(view):
     def wrapper(request, *args, **kwargs):
         user = request.user
         if not user.is_authenticated:
-            return redirect_to_login(request.get_full_path())
+            return redirect_to_login(request.get_full_path(), login_url())
         if not (user.is_active and user.is_staff):
             raise PermissionDenied("staff only")
         return view(request, *args, **kwargs)
 
     return wrapper
+
+
+def login_url() -> str:
+    """The project's LOGIN_URL when it leads somewhere, else the admin's login
+    (a project made by startproject has the admin but no /accounts/login/)."""
+    try:
+        url = resolve_url(settings.LOGIN_URL)
+        resolve(url.split("?")[0])
+        return url
+    except (NoReverseMatch, Resolver404):
+        pass
+    try:
+        return reverse("admin:login")
+    except NoReverseMatch:
+        return resolve_url(settings.LOGIN_URL)
 
 
 def act_required(view):
@@ -73,9 +90,9 @@ def confirm(request, *, title: str, text: str, count: int, action_url: str, fiel
     ctx = {"title": title, "text": text, "count": count, "action_url": action_url, "fields": fields,
            "back_url": back_url, "danger": danger}
     if getattr(request, "htmx", False):
-        response = render(request, "qa/confirm_dialog.html", {**ctx, "can_act": True})
+        response = render(request, "queueadmin/confirm_dialog.html", {**ctx, "can_act": True})
         return reswap(retarget(response, "#dialog-slot"), "innerHTML")
-    return page(request, "qa/confirm.html", ctx, section)
+    return page(request, "queueadmin/confirm.html", ctx, section)
 
 
 def check_rid(rid: str) -> str:

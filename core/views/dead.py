@@ -9,8 +9,8 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from core import queries
-from core.engine.client import QueueError
+from queueadmin.core import queries
+from queueadmin.core.engine.client import QueueError
 
 from . import ops
 from .common import RID, act_required, confirm, page, selected_pairs, staff_required
@@ -43,7 +43,7 @@ def dead_context(params) -> dict:
 @require_GET
 @staff_required
 def dead(request):
-    return page(request, "qa/dead.html", dead_context(request.GET), "dead")
+    return page(request, "queueadmin/dead.html", dead_context(request.GET), "dead")
 
 
 @never_cache
@@ -55,7 +55,7 @@ def dead_action(request):
     if op.count("-") == 1:  # the bulk bar's buttons: "retry-selected", "discard-all", ...
         action, scope = op.split("-")
     filt = request.POST.get("filter", "")
-    back = reverse("dead") + (f"?{filt}" if filt else "")
+    back = reverse("queueadmin:dead") + (f"?{filt}" if filt else "")
     if action not in ("retry", "discard"):
         messages.error(request, "Unknown action.")
         return redirect(back)
@@ -75,7 +75,7 @@ def dead_action(request):
                 f"Discard {n:,} dead letter{'s' if n != 1 else ''}? They stay failed in their request's results "
                 f"and can no longer be retried.")
         return confirm(request, title=f"{action.capitalize()} dead letters", count=n, text=text,
-                       danger=action == "discard", action_url=reverse("dead_action"),
+                       danger=action == "discard", action_url=reverse("queueadmin:dead_action"),
                        fields=[("action", action), ("scope", scope), ("filter", filt)] + (
                            [("ids", f"{r}:{e}") for r, e in pairs] if scope != "all" else []),
                        back_url=back, section="dead")

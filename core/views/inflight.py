@@ -7,8 +7,8 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from core import queries, services
-from core.engine.client import QueueError
+from queueadmin.core import queries, services
+from queueadmin.core.engine.client import QueueError
 
 from . import ops
 from .common import act_required, confirm, page, selected_pairs, staff_required
@@ -39,7 +39,7 @@ def inflight_context(params) -> dict:
 @require_GET
 @staff_required
 def inflight(request):
-    return page(request, "qa/inflight.html", inflight_context(request.GET), "inflight")
+    return page(request, "queueadmin/inflight.html", inflight_context(request.GET), "inflight")
 
 
 @never_cache
@@ -49,7 +49,7 @@ def inflight_requeue(request):
     from django.http import QueryDict
 
     filt = request.POST.get("filter", "")
-    back = reverse("inflight") + (f"?{filt}" if filt else "")
+    back = reverse("queueadmin:inflight") + (f"?{filt}" if filt else "")
     scope = request.POST.get("scope", "selected")
     if scope == "stuck":
         queue, _ = _filters(QueryDict(filt))
@@ -65,7 +65,7 @@ def inflight_requeue(request):
         return confirm(request, title="Requeue items", count=n,
                        text=f"Requeue {n:,} {what}{'s' if n != 1 else ''}? They become due at once and the next "
                             f"worker runs them again (a dead worker's tokens are given back first).",
-                       action_url=reverse("inflight_requeue"),
+                       action_url=reverse("queueadmin:inflight_requeue"),
                        fields=[("scope", scope), ("filter", filt)] + (
                            [("ids", f"{r}:{e}") for r, e in pairs] if scope != "stuck" else []),
                        back_url=back, section="inflight")
@@ -83,7 +83,7 @@ def inflight_stop(request):
     seconds and records the attempt as failed ("stopped by an operator"); the
     queue's retry policy applies."""
     filt = request.POST.get("filter", "")
-    back = reverse("inflight") + (f"?{filt}" if filt else "")
+    back = reverse("queueadmin:inflight") + (f"?{filt}" if filt else "")
     pairs = selected_pairs(request.POST.getlist("ids"))[:1]
     if not pairs:
         messages.info(request, "Nothing to stop.")
@@ -94,7 +94,7 @@ def inflight_stop(request):
                        text=f"Stop item {entry} of request {rid}? Its worker stops it within a few seconds; the "
                             f"attempt is recorded as failed (stopped by an operator) and retried if the queue's "
                             f"policy allows.",
-                       action_url=reverse("inflight_stop"), fields=[("ids", f"{rid}:{entry}"), ("filter", filt)],
+                       action_url=reverse("queueadmin:inflight_stop"), fields=[("ids", f"{rid}:{entry}"), ("filter", filt)],
                        back_url=back, section="inflight")
     stop = getattr(services.engine(), "stop_item", None)
     if stop is None:

@@ -15,8 +15,8 @@ import re
 from django.http import QueryDict
 from django.template.loader import render_to_string
 
-from core import queries
-from core.models import RequestRecord
+from queueadmin.core import queries
+from queueadmin.core.models import RequestRecord
 
 from .common import ENTRY, RID
 
@@ -67,7 +67,7 @@ def render_topic(topic: str, can_act: bool) -> str:
     if kind == "overview":
         from .overview import overview_context
 
-        return render_to_string("qa/overview_live.html", {**base, **overview_context()})
+        return render_to_string("queueadmin/overview_live.html", {**base, **overview_context()})
     if kind == "request":
         from .requests import detail_context
 
@@ -76,39 +76,50 @@ def render_topic(topic: str, can_act: bool) -> str:
         ctx = detail_context(None, rid, after or None, before or None)
         if ctx is None:
             return ""
-        return render_to_string("qa/request_live.html", {**base, **ctx})
+        return render_to_string("queueadmin/request_live.html", {**base, **ctx})
     if kind == "rows":
         ids = rest.split(",")
         records = list(RequestRecord.objects.filter(id__in=ids))
         order = {rid: i for i, rid in enumerate(ids)}
         records.sort(key=lambda r: order.get(r.id, 0))
-        return render_to_string("qa/request_rows.html", {**base, "rows": queries.overlay(records)})
+        return render_to_string("queueadmin/request_rows.html", {**base, "rows": queries.overlay(records)})
     if kind == "inflight":
         from .inflight import inflight_context
 
         queue, stuck, pg = (rest.split(":") + ["", "", ""])[:3]
         params = QueryDict(mutable=True)
         params.update({"queue": queue, "stuck": stuck if stuck == "1" else "", "page": pg or "1"})
-        return render_to_string("qa/inflight_live.html", {**base, **inflight_context(params)})
+        return render_to_string("queueadmin/inflight_live.html", {**base, **inflight_context(params)})
     if kind == "dead":
         from .dead import dead_context
 
         queue, rid, pg = (rest.split(":") + ["", "", ""])[:3]
         params = QueryDict(mutable=True)
         params.update({"queue": queue, "request": rid, "page": pg or "1"})
-        return render_to_string("qa/dead_live.html", {**base, **dead_context(params)})
+        return render_to_string("queueadmin/dead_live.html", {**base, **dead_context(params)})
     if kind == "scheduled":
         from .scheduled import scheduled_context
 
         params = QueryDict(mutable=True)
         params["page"] = rest or "1"
-        return render_to_string("qa/scheduled_live.html", {**base, **scheduled_context(params)})
+        return render_to_string("queueadmin/scheduled_live.html", {**base, **scheduled_context(params)})
     if kind == "workers":
         from .workers import workers_context
 
-        return render_to_string("qa/workers_live.html", {**base, **workers_context()})
+        return render_to_string("queueadmin/workers_live.html", {**base, **workers_context()})
     if kind == "queues":
         from .workers import queues_context
 
-        return render_to_string("qa/queues_live.html", {**base, **queues_context()})
+        return render_to_string("queueadmin/queues_live.html", {**base, **queues_context()})
     return ""
+
+
+def websocket_only(request):
+    """The live pages' socket answers WebSocket handshakes only (queueadmin.asgi);
+    this path is in the URLconf so that pages and the route share one name."""
+    from django.http import HttpResponse
+
+    response = HttpResponse("This address serves the dashboard's WebSocket only.\n", status=426,
+                            content_type="text/plain")
+    response["Upgrade"] = "websocket"
+    return response

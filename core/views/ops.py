@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from django.conf import settings
 
-from core import queries, services
-from core.engine.client import QueueError
-from core.engine.registry import Registry
-from core.engine.upkeep import Upkeep
+from queueadmin.core import conf
+from queueadmin.core import queries, services
+from queueadmin.core.engine.client import QueueError
+from queueadmin.core.engine.registry import Registry
+from queueadmin.core.engine.upkeep import Upkeep
 
 
 def _engine():
@@ -70,8 +70,7 @@ def run_now(queue: str, rid: str) -> bool:
 def recover_worker(wid: str) -> int:
     """Give back a dead worker's tokens and make its items due (engine logic)."""
     eng = _engine()
-    conf = settings.QUEUEADMIN
-    registry = Registry(eng.redis, eng.keys, dead_after=conf["DEAD_AFTER_SECONDS"])
+    registry = Registry(eng.redis, eng.keys, dead_after=conf.get("DEAD_AFTER_SECONDS"))
     return Upkeep(eng, registry, by="dashboard").recover(wid)
 
 
@@ -101,7 +100,7 @@ def requeue(pairs: list[tuple[str, str]]) -> int:
 
 
 def set_paused(queue: str, paused: bool) -> None:
-    from core.models import Queue
+    from queueadmin.core.models import Queue
 
     row = Queue.objects.filter(name=queue).first()
     if row is not None:

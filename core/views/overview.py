@@ -3,7 +3,7 @@ letters, paused state and throughput; live workers. Updated live."""
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from core import queries
+from queueadmin.core import queries
 
 from .common import page, staff_required
 
@@ -20,4 +20,4 @@ def overview_context() -> dict:
 @require_GET
 @staff_required
 def overview(request):
-    return page(request, "qa/overview.html", {**overview_context(), "live_topic": "overview"}, "overview")
+    return page(request, "queueadmin/overview.html", {**overview_context(), "live_topic": "overview"}, "overview")

@@ -12,11 +12,11 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from core import queries, webhooks
-from core.engine.client import QueueError
-from core.engine.config import MAX_CONCURRENCY
-from core.forms import RequestFilterForm
-from core.models import RequestRecord
+from queueadmin.core import queries, webhooks
+from queueadmin.core.engine.client import QueueError
+from queueadmin.core.engine.config import MAX_CONCURRENCY
+from queueadmin.core.forms import RequestFilterForm
+from queueadmin.core.models import RequestRecord
 
 from . import ops
 from .common import RID, act_required, check_rid, confirm, page, parse_int, staff_required
@@ -45,7 +45,7 @@ def list_context(request) -> dict:
 @require_GET
 @staff_required
 def request_list(request):
-    return page(request, "qa/requests.html", list_context(request), "requests")
+    return page(request, "queueadmin/requests.html", list_context(request), "requests")
 
 
 @never_cache
@@ -53,7 +53,7 @@ def request_list(request):
 @act_required
 def request_bulk(request):
     """Cancel the selected requests, or every live one matching the filter."""
-    back = reverse("requests") + ("?" + request.POST.get("filter", "") if request.POST.get("filter") else "")
+    back = reverse("queueadmin:requests") + ("?" + request.POST.get("filter", "") if request.POST.get("filter") else "")
     scope = request.POST.get("scope", "selected")
     if scope == "all":
         from django.http import QueryDict
@@ -71,7 +71,7 @@ def request_bulk(request):
         return confirm(request, title="Cancel requests", count=len(ids), danger=True,
                        text=f"Cancel {len(ids):,} request{'s' if len(ids) != 1 else ''}? Items not yet started "
                             f"will never run; items in flight finish.",
-                       action_url=reverse("request_bulk"), fields=fields, back_url=back, section="requests")
+                       action_url=reverse("queueadmin:request_bulk"), fields=fields, back_url=back, section="requests")
     done = failed = 0
     for rid in ids:
         try:
@@ -112,8 +112,8 @@ def request_detail(request, rid):
     check_rid(rid)
     ctx = detail_context(request, rid, _cursor(request.GET.get("after")), _cursor(request.GET.get("before")))
     if ctx is None:
-        return page(request, "qa/not_found.html", {"what": "request", "rid": rid}, "requests", status=404)
-    return page(request, "qa/request.html", ctx, "requests")
+        return page(request, "queueadmin/not_found.html", {"what": "request", "rid": rid}, "requests", status=404)
+    return page(request, "queueadmin/request.html", ctx, "requests")
 
 
 @never_cache
@@ -148,7 +148,7 @@ def request_results(request, rid):
 
 
 def _back(rid):
-    return redirect(reverse("request_detail", args=[rid]))
+    return redirect(reverse("queueadmin:request_detail", args=[rid]))
 
 
 @never_cache
@@ -162,8 +162,8 @@ def request_cancel(request, rid):
         return confirm(request, title="Cancel request", count=left, danger=True,
                        text=f"Cancel request {rid}? {left:,} item{'s' if left != 1 else ''} not finished yet "
                             f"will not run (items in flight finish).",
-                       action_url=reverse("request_cancel", args=[rid]), fields=[],
-                       back_url=reverse("request_detail", args=[rid]), section="requests")
+                       action_url=reverse("queueadmin:request_cancel", args=[rid]), fields=[],
+                       back_url=reverse("queueadmin:request_detail", args=[rid]), section="requests")
     try:
         ops.cancel(rid)
         messages.success(request, "Request cancelled.")

@@ -9,10 +9,10 @@ from django.views.decorators.http import require_GET, require_POST
 import redis
 from django.http import Http404
 
-from core import periodic, queries
-from core.engine.client import QueueError
-from core.models import PeriodicRequest
-from core.queries.scheduled import periodic as periodic_rows
+from queueadmin.core import periodic, queries
+from queueadmin.core.engine.client import QueueError
+from queueadmin.core.models import PeriodicRequest
+from queueadmin.core.queries.scheduled import periodic as periodic_rows
 
 from . import ops
 from .common import RID, act_required, confirm, page, staff_required
@@ -31,14 +31,14 @@ def scheduled_context(params) -> dict:
 @require_GET
 @staff_required
 def scheduled(request):
-    return page(request, "qa/scheduled.html", scheduled_context(request.GET), "scheduled")
+    return page(request, "queueadmin/scheduled.html", scheduled_context(request.GET), "scheduled")
 
 
 @never_cache
 @require_POST
 @act_required
 def scheduled_action(request):
-    back = reverse("scheduled")
+    back = reverse("queueadmin:scheduled")
     action = request.POST.get("action")
     if action in PERIODIC_ACTIONS:
         return periodic_action(request, action, back)
@@ -55,7 +55,7 @@ def scheduled_action(request):
         text = (f"Start {n:,} scheduled request{'s' if n != 1 else ''} now?" if action == "run" else
                 f"Cancel {n:,} scheduled request{'s' if n != 1 else ''}? Their items will never run.")
         return confirm(request, title="Run now" if action == "run" else "Cancel scheduled requests", count=n,
-                       text=text, danger=action == "cancel", action_url=reverse("scheduled_action"),
+                       text=text, danger=action == "cancel", action_url=reverse("queueadmin:scheduled_action"),
                        fields=[("action", action)] + [("ids", i) for i in ids], back_url=back, section="scheduled")
     done = 0
     for rid in ids:

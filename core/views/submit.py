@@ -8,10 +8,10 @@ from django.views.decorators.http import require_http_methods
 
 import redis
 
-from core import queries, services
-from core.engine.client import QueueError
-from core.engine.errors import describe
-from core.forms import SubmitForm
+from queueadmin.core import queries, services
+from queueadmin.core.engine.client import QueueError
+from queueadmin.core.engine.errors import describe
+from queueadmin.core.forms import SubmitForm
 
 from .common import act_required, page
 
@@ -44,7 +44,7 @@ def submit(request):
                 messages.error(request, f"Not submitted: {exc}.")
             except redis.RedisError as exc:  # full, read-only...: keep the form filled in, say why
                 messages.error(request, f"Not submitted: {describe(exc)}.")
-                return page(request, "qa/submit.html", {"form": form}, "submit", status=503)
+                return page(request, "queueadmin/submit.html", {"form": form}, "submit", status=503)
             else:
                 if sub.duplicate:
                     messages.warning(request, "An identical request is already pending or running, so nothing "
@@ -53,11 +53,11 @@ def submit(request):
                     n = len(d["item_list"])
                     when = " (scheduled)" if sub.scheduled else ""
                     messages.success(request, f"Submitted {n:,} item{'s' if n != 1 else ''}{when}.")
-                url = reverse("request_detail", args=[sub.id])
+                url = reverse("queueadmin:request_detail", args=[sub.id])
                 if request.htmx:
                     from django_htmx.http import HttpResponseClientRedirect
                     return HttpResponseClientRedirect(url)
                 return redirect(url)
     else:
         form = SubmitForm(queues=queues, default_queue=default)
-    return page(request, "qa/submit.html", {"form": form}, "submit")
+    return page(request, "queueadmin/submit.html", {"form": form}, "submit")

@@ -5,7 +5,7 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from core import queries
+from queueadmin.core import queries
 
 from . import ops
 from .common import act_required, page, staff_required
@@ -23,7 +23,7 @@ def workers_context(params=None) -> dict:
 @require_GET
 @staff_required
 def workers(request):
-    return page(request, "qa/workers.html", workers_context(), "workers")
+    return page(request, "queueadmin/workers.html", workers_context(), "workers")
 
 
 def queues_context(params=None) -> dict:
@@ -35,18 +35,18 @@ def queues_context(params=None) -> dict:
 @require_GET
 @staff_required
 def queues(request):
-    return page(request, "qa/queues.html", queues_context(), "queues")
+    return page(request, "queueadmin/queues.html", queues_context(), "queues")
 
 
 @never_cache
 @require_POST
 @act_required
 def queue_pause(request, name):
-    back = reverse("queues")
+    back = reverse("queueadmin:queues")
     if name not in queries.queue_names():
         messages.error(request, "Unknown queue.")
         return redirect(back)
     paused = request.POST.get("paused") == "1"
     ops.set_paused(name, paused)
     messages.success(request, f"Queue {name} {'paused: workers take nothing new from it' if paused else 'resumed'}.")
-    return redirect(request.POST.get("next") if request.POST.get("next") in ("/", back) else back)
+    return redirect(request.POST.get("next") if request.POST.get("next") in (reverse("queueadmin:overview"), back) else back)

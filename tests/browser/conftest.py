@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from core import embedded
+from queueadmin.core import embedded
 from tests.engine_helpers import TEST_PROCESSORS, WorkerProcs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,7 +63,7 @@ def browser_db(tmp_path_factory):
 def dashboard(redis_url, browser_db, tmp_path):
     """uvicorn serving the dashboard on 127.0.0.1:<free port>, started as bin/run
     starts it; yields its base URL."""
-    if not (ROOT / "var" / "frontend" / "node_modules" / "htmx.org" / "dist" / "htmx.min.js").exists():
+    if not (ROOT / "var" / "frontend" / "dist" / "htmx.min.js").exists():
         subprocess.run(["bash", str(ROOT / "bin" / "frontend")], cwd=ROOT, check=True)
     port = embedded.free_port()
     log = open(tmp_path / "uvicorn.log", "wb")
@@ -140,7 +140,7 @@ def shot(pg, name: str, full_page: bool = True) -> Path:
 
 SUBMIT_SNIPPET = """
 import json, sys
-from core import services
+from queueadmin.core import services
 specs = json.loads(sys.stdin.read())
 ids = [services.submit(s.pop("queue"), s.pop("processor"), s.pop("items"), **s).id for s in specs]
 print("IDS=" + json.dumps(ids))

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from core import services
-from core.engine.config import QueueConfig
+from queueadmin.core import services
+from queueadmin.core.engine.config import QueueConfig
 from tests.browser.conftest import shot
 from tests.engine_helpers import wait_for
 

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from core import services
-from core.engine import periodic
-from core.engine.config import QueueConfig
+from queueadmin.core import services
+from queueadmin.core.engine import periodic
+from queueadmin.core.engine.config import QueueConfig
 from tests.browser.conftest import ROOT, _env, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -24,7 +24,7 @@ def cleanup(redis_url, browser_db):
     """The browser database outlives this test: drop the schedule afterwards,
     or the dashboard would publish it again into the next test's Redis."""
     yield
-    code = f"from core.models import PeriodicRequest; PeriodicRequest.objects.filter(name={NAME!r}).delete()"
+    code = f"from queueadmin.core.models import PeriodicRequest; PeriodicRequest.objects.filter(name={NAME!r}).delete()"
     subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT, env=_env(redis_url, browser_db),
                    check=True, capture_output=True)
 
@@ -32,14 +32,14 @@ def cleanup(redis_url, browser_db):
 def test_define_in_the_admin_then_watch_run_pause_and_resume_on_the_scheduled_page(page, worker_procs, cleanup):
     services.engine().define_queue("default", QueueConfig())
     worker_procs.start("default", 1, False, "periodic-browser")
-    page.goto("/admin/core/periodicrequest/add/")
+    page.goto("/admin/queueadmin/periodicrequest/add/")
     page.fill("#id_name", NAME)
     page.select_option("#id_queue", "default")
     page.select_option("#id_processor", "echo")
     page.fill("#id_items", "hello\nworld")
     page.fill("#id_interval_seconds", "2")
     page.click("input[name=_save]")
-    page.wait_for_url("**/admin/core/periodicrequest/")
+    page.wait_for_url("**/admin/queueadmin/periodicrequest/")
     assert periodic.next_runs(services.engine(), [NAME])[NAME] is not None  # published to Redis
 
     page.goto("/scheduled/")

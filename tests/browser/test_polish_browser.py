@@ -8,8 +8,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from core import services
-from core.engine.config import QueueConfig
+from queueadmin.core import services
+from queueadmin.core.engine.config import QueueConfig
 from tests.browser.conftest import ADMIN, shot
 from tests.engine_helpers import wait_for
 

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from core import services
-from core.engine.config import QueueConfig
+from queueadmin.core import services
+from queueadmin.core.engine.config import QueueConfig
 from tests.browser.conftest import shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 def test_throttled_queues_and_requests_show_their_rate(page, worker_procs, submit_many):
-    page.goto("/admin/core/queue/")  # the queue setting, as an operator sets it
+    page.goto("/admin/queueadmin/queue/")  # the queue setting, as an operator sets it
     page.click("a:text('default')")
     page.fill("#id_rate_limit", "5 / sec")
     page.click("input[name=_save]")

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from core import services
+from queueadmin.core import services
 from tests.browser.conftest import shot
 from tests.engine_helpers import wait_for
 

@@ -1,6 +1,6 @@
 """The strict Content-Security-Policy in a real browser: the behaviour that
 used inline handlers (dismissing messages, the confirm dialog's Back button,
-a click beside it, closing it after the request) works from static/qa/app.js,
+a click beside it, closing it after the request) works from static/queueadmin/app.js,
 and Chromium reports no violation."""
 from __future__ import annotations
 

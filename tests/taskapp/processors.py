@@ -1,7 +1,7 @@
 """Processors by decorator, found by autodiscovery."""
 import asyncio
 
-from core.catalog import processor
+from queueadmin.core.catalog import processor
 
 
 @processor("taskapp.double")

@@ -8,13 +8,13 @@ from datetime import datetime, timezone
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
-from django.conf import settings
 from django.core.management.base import CommandError
 from django.db import DatabaseError
 
-from core.engine.errors import QueueError, describe
-from core.engine.limits import check_text
-from core.engine.scripts import ScriptError
+from queueadmin.core import conf
+from queueadmin.core.engine.errors import QueueError, describe
+from queueadmin.core.engine.limits import check_text
+from queueadmin.core.engine.scripts import ScriptError
 
 
 def one_line(exc: BaseException) -> str:
@@ -24,7 +24,7 @@ def one_line(exc: BaseException) -> str:
 
 def redis_location() -> str:
     """REDIS_URL without its password, for error messages."""
-    url = settings.REDIS_URL
+    url = conf.redis_url() or ""
     try:
         parts = urlsplit(url)
         if parts.password:
@@ -62,8 +62,8 @@ def push_queue(name: str) -> None:
     """Before a submission: a queue configured in the database but unknown to
     Redis (a fresh install before any worker ran) is pushed to it. Only that
     queue, and only then: commands do not rewrite configuration on each call."""
-    from core import services
-    from core.models import Queue
+    from queueadmin.core import services
+    from queueadmin.core.models import Queue
 
     check_text(name, "the queue name")
     client = services.engine()

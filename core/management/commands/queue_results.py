@@ -12,7 +12,7 @@ import json
 
 from django.core.management.base import BaseCommand
 
-from core import services
+from queueadmin.core import services
 
 from ._cli import user_errors
 

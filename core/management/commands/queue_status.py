@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import time
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
-from core import services
-from core.engine.keys import Keys
+from queueadmin.core import conf
+from queueadmin.core import services
+from queueadmin.core.engine.keys import Keys
 
 from ._cli import iso, user_errors
 
@@ -26,8 +26,8 @@ EXTRA_FIELDS = ("expired", "dead", "finalized", "created_at", "not_before", "exp
 
 def live_workers_info(redis, now_ms: int | None = None) -> list[dict]:
     """Every registered worker with a `live` flag (heartbeat within DEAD_AFTER_SECONDS)."""
-    keys = Keys(settings.QUEUEADMIN["PREFIX"])
-    dead_after_ms = float(settings.QUEUEADMIN.get("DEAD_AFTER_SECONDS", 10.0)) * 1000
+    keys = Keys(conf.get("PREFIX"))
+    dead_after_ms = float(conf.get("DEAD_AFTER_SECONDS")) * 1000
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     entries = redis.zrange(keys.workers, 0, -1, withscores=True)
     pipe = redis.pipeline(transaction=False)
@@ -55,7 +55,7 @@ def live_workers_info(redis, now_ms: int | None = None) -> list[dict]:
 def configured_only(known: set[str]) -> list[str]:
     """Queues configured in the database that Redis does not know yet (read,
     not pushed: a read command writes nothing)."""
-    from core.models import Queue
+    from queueadmin.core.models import Queue
 
     try:
         return sorted(Queue.objects.exclude(name__in=known).values_list("name", flat=True))
@@ -97,7 +97,7 @@ class Command(BaseCommand):
                 out[f] = iso(value) if f.endswith("_at") or f == "not_before" else value
             out["source"] = "redis"
             return out
-        from core.models import RequestRecord  # finished and cleaned up from Redis: the summary remains
+        from queueadmin.core.models import RequestRecord  # finished and cleaned up from Redis: the summary remains
 
         rec = RequestRecord.objects.filter(id=rid).first()
         if rec is None:

@@ -12,9 +12,9 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from core import services
-from core.engine.errors import QueueError
-from core.engine.limits import check_count, check_item
+from queueadmin.core import services
+from queueadmin.core.engine.errors import QueueError
+from queueadmin.core.engine.limits import check_count, check_item
 
 from ._cli import push_queue, user_errors
 
@@ -69,7 +69,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         if options.get("callback_url") is not None:
-            from core import webhooks
+            from queueadmin.core import webhooks
 
             problem = webhooks.refusal(options["callback_url"])
             if problem:

@@ -15,8 +15,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 from django.utils import timezone
 
-from core import auth
-from core.models import ApiToken
+from queueadmin.core import auth
+from queueadmin.core.models import ApiToken
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 MAX_LIFETIME = timedelta(days=10 * 365)
@@ -62,7 +62,7 @@ class Command(BaseCommand):
                 wanted = auth.parse_scopes(auth.user_scopes(user) & set(auth.DEFAULT_SCOPES))
                 if not wanted:
                     raise CommandError(f"user {username!r} may neither read nor act (not staff, no "
-                                       "core.change_requestrecord); give --scopes metrics for a scraper account")
+                                       "queueadmin.change_requestrecord); give --scopes metrics for a scraper account")
             problem = auth.grant_error(None, user, wanted)
             if problem:
                 raise CommandError(problem)

@@ -9,14 +9,14 @@ Redis, then serves like the fast path.
 import logging
 
 import redis
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
-from core import launch, services, webhook_sender
-from core.engine import errors
-from core.engine.processors import Processors
-from core.engine.worker import Worker
+from queueadmin.core import conf
+from queueadmin.core import launch, services, webhook_sender
+from queueadmin.core.engine import errors
+from queueadmin.core.engine.processors import Processors
+from queueadmin.core.engine.worker import Worker
 
 
 class Command(BaseCommand):
@@ -46,7 +46,7 @@ class Command(BaseCommand):
         trouble at start (down, full, loading) is waited out."""
         import time
 
-        where = settings.REDIS_URL.rpartition("@")[2]
+        where = (conf.redis_url() or "").rpartition("@")[2]
         delay = 0.5
         while True:
             try:
@@ -60,11 +60,11 @@ class Command(BaseCommand):
                 delay = min(5.0, delay * 2)
 
     def _worker(self, opts, slot, recycled, exit_now) -> Worker:
-        conf = settings.QUEUEADMIN
+        values = conf.values()
         webhook_sender.start()  # in this process (a forked slot starts its own)
-        return Worker(services.engine(), launch.queue_names(opts), Processors(conf["PROCESSORS"]),
+        return Worker(services.engine(), launch.queue_names(opts), Processors(values["PROCESSORS"]),
                       name=launch.slot_name(opts, slot), on_finish_many=services.record_many, recycled=recycled,
-                      exit_now=exit_now, **launch.worker_options(opts, conf))
+                      exit_now=exit_now, **launch.worker_options(opts, values))
 
 
 class _Options:

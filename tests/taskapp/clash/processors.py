@@ -1,4 +1,4 @@
-from core.catalog import processor
+from queueadmin.core.catalog import processor
 
 
 @processor("taskapp.double")

@@ -1,0 +1,4 @@
+"""`python -m queueadmin ...`: the `queueadmin` command (queueadmin/cli.py)."""
+from queueadmin.cli import main
+
+main()
