@@ -4,8 +4,8 @@ Only active staff get in (others are refused during the handshake, which
 the browser sees as a failed connection; staff turned away for another
 reason get the socket closed with a code, see `core.sockets`); the origin is checked by
 `AllowedHostsOriginValidator` in `queueadmin/asgi.py`. The topic must be one
-of the forms the pages use, and each session may keep only a few sockets
-open (`core.sockets`, which also closes a socket when its session ends and
+of the forms the pages use and name something that exists, and each user
+(over all of their sessions) may keep only a few sockets open (`core.sockets`, which also closes a socket when its session ends and
 lists the close codes). On connect, and on every reconnect, the page first
 receives the current state of its topic, so nothing published before the
 socket opened is missed; after that the relay pushes re-rendered fragments
@@ -32,10 +32,10 @@ from queueadmin.core.relay import get_relay, group_name
 SERVER_SEND = "queueadmin.server_send"  # scope key of the ASGI server's own send (see queueadmin/asgi.py)
 
 
-def _known_queues() -> set[str]:
-    from queueadmin.core import services
+def _topic_exists(topic: str) -> bool:
+    from queueadmin.core.views.live import topic_exists
 
-    return set(services.engine().queues())
+    return topic_exists(topic)
 
 
 class LiveConsumer(AsyncWebsocketConsumer):
@@ -44,7 +44,6 @@ class LiveConsumer(AsyncWebsocketConsumer):
     group = ""
     seen = 0  # start of the last render sent to this socket, on the relay's clock (see core.relay)
     session_key: str | None = None
-    session_id = ""
     user_id = None
     loop = None
     admitted = False
@@ -61,27 +60,32 @@ class LiveConsumer(AsyncWebsocketConsumer):
             return
         query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
         topic = (query.get("topic") or [""])[0]
+        self.user_id = user.pk
+        self.loop = asyncio.get_running_loop()
+        self.allowance = limits.sockets.allowance(user.pk)
+        session = self.scope.get("session")
+        self.session_key = getattr(session, "session_key", None) if session is not None else None
+        if not limits.topic_ok(topic):
+            await self.refuse(limits.CLOSE_BAD_TOPIC)
+            return
+        # counted before the checks below, so that one user's opens (even of
+        # topics that name nothing) cost that user's allowance, not the others'
+        if not limits.sockets.admit(self):
+            await self.refuse(limits.CLOSE_TOO_MANY)
+            return
+        self.admitted = True
         try:
-            queues = await sync_to_async(_known_queues, thread_sensitive=False)() if ":" in topic else set()
-        except Exception:
-            queues = set()
-        if not limits.topic_ok(topic, queues):
+            exists = await sync_to_async(_topic_exists, thread_sensitive=False)(topic)
+        except Exception:  # Redis or the database away: the page tries again later
+            await self.refuse(limits.CLOSE_TRY_LATER)
+            return
+        if not exists:
             await self.refuse(limits.CLOSE_BAD_TOPIC)
             return
         relay = get_relay()
         if topic not in relay.topics and len(relay.topics) >= limits.MAX_TOPICS:
             await self.refuse(limits.CLOSE_TOO_MANY)
             return
-        session = self.scope.get("session")
-        self.session_key = getattr(session, "session_key", None) if session is not None else None
-        self.user_id = user.pk
-        self.session_id = f"s:{self.session_key}" if self.session_key else f"u:{user.pk}"
-        self.loop = asyncio.get_running_loop()
-        self.messages = limits.Bucket(rate=1.0, burst=limits.MESSAGE_BURST)
-        if not limits.sockets.admit(self):
-            await self.refuse(limits.CLOSE_TOO_MANY)
-            return
-        self.admitted = True
         self.topic = topic
         self.variant = "act" if user.is_superuser or await database_sync_to_async(can_act)(user) else "view"
         if self.ended:  # the session ended meanwhile
@@ -99,6 +103,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
         then closed: a close before the handshake reaches the browser as
         1006, which it would retry for ever). Others are refused during the
         handshake."""
+        self._leave()
         await self.accept()
         await self.close(code=code)
 
@@ -121,7 +126,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data=None, bytes_data=None):
         if self.ended:
             return
-        if not self.messages.take():
+        if not self.allowance.messages.take():
             await self.end(limits.CLOSE_TOO_MANY)
             return
         if bytes_data is not None or len(text_data or "") > limits.MAX_MESSAGE_BYTES:

@@ -1,13 +1,19 @@
 """Limits and lifetimes of the dashboard's WebSockets (see core.consumers).
 
 * Topics: a socket watches one topic, named in its URL, and it must be one
-  of the exact forms the pages use (below), with a known queue, a
-  well-formed request id, a page number. Anything else is refused.
-* Caps: at most `MAX_SOCKETS_PER_SESSION` open sockets per session (per
-  signed-in user without a session), at most `MAX_TOPICS` distinct topics
-  per process (each distinct topic is a render on every update), a socket
-  may send at most `MESSAGE_BURST` messages at once and one a second after
-  that, and `refresh` is served at most once per `REFRESH_INTERVAL`.
+  of the exact forms the pages use (below) and name something that exists:
+  a known queue, a request that exists (`request:`, `rows:`, the request
+  filter of `dead:`), a page number. Anything else is refused, so a topic
+  costs a render only when it shows something.
+* Caps, per USER (across all of that user's sessions and tabs, so that
+  signing in again gives no more): at most `MAX_SOCKETS_PER_USER` open
+  sockets (hence at most that many topics), at most `OPENS_BURST` opens at
+  once and one a second after that, at most `MESSAGE_BURST` messages at
+  once and `MESSAGE_RATE` a second after that over all of the user's
+  sockets; `refresh` is served at most once per `REFRESH_INTERVAL` per
+  socket. Per process: at most `MAX_TOPICS` distinct topics (each distinct
+  topic is a render on every update), far more than one user may hold, so
+  one user cannot use them up for the others.
 * Lifetime: a socket closes when its session ends: at once on logout (the
   `user_logged_out` signal) and when its user is saved (a password change
   invalidates the other sessions, an account deactivated or no longer
@@ -17,12 +23,14 @@
 
 Close codes (the browser sees them in its close event; static/queueadmin/app.js
 reloads the page on 4401). The caps count per server process.
-  4400  not a topic a page uses
+  4400  not a topic a page uses, or it names nothing that exists
   4401  the session ended (logged out, password changed, expired)
   4403  not signed in as active staff (refused at the handshake: the
         browser sees a failed connection)
-  4429  too many: sockets for this session, topics in this process, or
-        messages on this socket
+  4429  too many: sockets or opens of this user, topics in this process,
+        or messages of this user
+  1013  try again later: what the topic names could not be checked (Redis
+        or the database away); the page reconnects after a pause
 """
 from __future__ import annotations
 
@@ -46,12 +54,15 @@ CLOSE_BAD_TOPIC = 4400
 CLOSE_SESSION_ENDED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_TOO_MANY = 4429
+CLOSE_TRY_LATER = 1013  # the check of a topic failed (Redis or the database away): the page reconnects later
 
-MAX_SOCKETS_PER_SESSION = 8
+MAX_SOCKETS_PER_USER = 12  # a user's tabs, in all of their browsers and sessions
+OPENS_BURST = 2 * MAX_SOCKETS_PER_USER  # every tab reconnecting at once after a restart, twice
 MAX_TOPICS = 200
 MAX_ROWS = 50  # ids in a "rows:" topic: one page of the requests list
 MAX_MESSAGE_BYTES = 1024
-MESSAGE_BURST = 10
+MESSAGE_BURST = 20  # a user's refreshes at once (every tab's socket once, after resuming live)
+MESSAGE_RATE = 1.0
 REFRESH_INTERVAL = 1.0
 SESSION_CHECK_SECONDS = 5.0
 
@@ -71,19 +82,18 @@ FORMS = {
 }
 
 
-def topic_ok(topic: str, queues) -> bool:
-    """Is `topic` exactly a form a page uses, naming a queue in `queues` (if any)?"""
+def topic_ok(topic: str) -> bool:
+    """Is `topic` exactly a form a page uses? (Whether what it names exists
+    is `core.views.live.topic_exists`.)"""
     if not isinstance(topic, str) or len(topic) > 2000:
         return False
     form = FORMS.get(topic.partition(":")[0])
-    m = form.fullmatch(topic) if form else None
-    if m is None:
+    if form is None or form.fullmatch(topic) is None:
         return False
     if topic.startswith("rows:"):
         ids = topic[5:].split(",")
         return len(set(ids)) == len(ids)
-    queue = m.groupdict().get("queue")
-    return not queue or queue in queues
+    return True
 
 
 class Bucket:
@@ -120,19 +130,37 @@ class Bucket:
 # -- who is connected -----------------------------------------------------------
 
 
+class Allowance:
+    """What one user may still do in this process: opens and messages."""
+
+    def __init__(self):
+        self.opens = Bucket(rate=1.0, burst=OPENS_BURST)
+        self.messages = Bucket(rate=MESSAGE_RATE, burst=MESSAGE_BURST)
+
+
 class Registry:
-    """The open sockets of this process, by session and by user. Read and
-    changed from event loops and from signal handlers (other threads)."""
+    """The open sockets of this process, by user, and what each user may
+    still do. Read and changed from event loops and from signal handlers
+    (other threads)."""
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.by_session: dict[str, set] = {}
+        self.by_user: dict = {}
+        self.allowances: dict = {}  # by user id: at most one per staff account
         self.checkers: dict[asyncio.AbstractEventLoop, asyncio.Task] = {}
 
-    def admit(self, consumer) -> bool:
+    def allowance(self, user_id) -> Allowance:
         with self.lock:
-            members = self.by_session.setdefault(consumer.session_id, set())
-            if len(members) >= MAX_SOCKETS_PER_SESSION:
+            return self.allowances.setdefault(user_id, Allowance())
+
+    def admit(self, consumer) -> bool:
+        """Count the socket against its user's caps (False: over one)."""
+        with self.lock:
+            members = self.by_user.setdefault(consumer.user_id, set())
+            allowance = self.allowances.setdefault(consumer.user_id, Allowance())
+            if len(members) >= MAX_SOCKETS_PER_USER or not allowance.opens.take():
+                if not members:
+                    del self.by_user[consumer.user_id]
                 return False
             members.add(consumer)
         self._ensure_checker(consumer.loop)
@@ -140,19 +168,19 @@ class Registry:
 
     def leave(self, consumer) -> None:
         with self.lock:
-            members = self.by_session.get(consumer.session_id)
+            members = self.by_user.get(consumer.user_id)
             if members is not None:
                 members.discard(consumer)
                 if not members:
-                    del self.by_session[consumer.session_id]
+                    del self.by_user[consumer.user_id]
 
-    def count(self, session_id: str) -> int:
+    def count(self, user_id) -> int:
         with self.lock:
-            return len(self.by_session.get(session_id, ()))
+            return len(self.by_user.get(user_id, ()))
 
     def of(self, match) -> list:
         with self.lock:
-            return [c for members in self.by_session.values() for c in members if match(c)]
+            return [c for members in self.by_user.values() for c in members if match(c)]
 
     # -- closing, from any thread -------------------------------------------
 
@@ -246,13 +274,13 @@ def _on_logout(sender, request=None, user=None, **kwargs) -> None:
 
 def _on_user_saved(sender, instance=None, **kwargs) -> None:
     pk = getattr(instance, "pk", None)
-    if pk is not None and sockets.by_session:
+    if pk is not None and sockets.by_user:
         transaction.on_commit(lambda: sockets.recheck(sockets.of(lambda c: c.user_id == pk)))
 
 
 def _on_user_deleted(sender, instance=None, **kwargs) -> None:
     pk = getattr(instance, "pk", None)
-    if pk is not None and sockets.by_session:
+    if pk is not None and sockets.by_user:
         sockets.close(sockets.of(lambda c: c.user_id == pk), CLOSE_SESSION_ENDED)
 
 

@@ -27,6 +27,17 @@ def layers(settings):
     settings.CHANNEL_LAYERS = IN_MEMORY
 
 
+@pytest.fixture(autouse=True)
+def fresh_allowances():
+    """Each test's users start with their whole allowance (user ids repeat
+    across tests; the registry lives as long as the process)."""
+    from queueadmin.core.sockets import sockets
+
+    sockets.allowances.clear()
+    yield
+    sockets.allowances.clear()
+
+
 @pytest.fixture
 def eng(redis_url):
     services.sync_queues()
@@ -318,7 +329,8 @@ def test_sockets_connecting_together_share_state_renders_never_older_than_them(e
         return html
 
     monkeypatch.setattr(queueadmin.core.relay, "render", slow_render)
-    monkeypatch.setattr("queueadmin.core.sockets.MAX_SOCKETS_PER_SESSION", 100)  # the storm stands for many users' sessions
+    monkeypatch.setattr("queueadmin.core.sockets.MAX_SOCKETS_PER_USER", 100)  # the storm stands for many users
+    monkeypatch.setattr("queueadmin.core.sockets.OPENS_BURST", 100)
 
     async def scenario():
         topic = f"request:{rid}::"
@@ -412,15 +424,19 @@ async def closed_with(c: WebsocketCommunicator, timeout: float = 5) -> int:
 
 
 def test_topics_other_than_the_pages_forms_are_refused(eng, boss):
+    rid = services.submit("default", "echo", ["x"]).id
+    rows = [services.submit("default", "echo", [str(n)]).id for n in range(50)]
     bad = ["dead:::0", "dead:::01", "dead:::1:x", "dead:nosuchqueue::1", "dead::bad id::1", "inflight:default:2:1",
-           "inflight::1", "overview:x", "workers:1", "scheduled:", "scheduled:1:2", "request:abc:::",
-           "request:abc:1-1:$", "rows:a,a", "rows:" + ",".join(f"r{i}" for i in range(51)), "queues ", "x" * 3000]
-    good = ["dead:::1", "dead:default::3", "dead::01HXYZ:1", "inflight:default:1:2", "inflight::0:1", "overview",
-            "workers", "queues", "scheduled:4", "request:abc::", "request:abc:$:", "request:abc:1-1:",
-            "request:abc::2-0", "rows:" + ",".join(f"r{i}" for i in range(50))]
+           "inflight::1", "overview:x", "workers:1", "scheduled:", "scheduled:1:2", f"request:{rid}:::",
+           f"request:{rid}:1-1:$", f"rows:{rid},{rid}", "rows:" + ",".join(f"r{i}" for i in range(51)), "queues ",
+           "x" * 3000]
+    nothing = ["request:abc::", f"rows:{rid},nosuchrequest", "dead::nosuchrequest:1", "inflight:nosuchqueue:0:1"]
+    good = ["dead:::1", "dead:default::3", f"dead::{rid}:1", "inflight:default:1:2", "inflight::0:1", "overview",
+            "workers", "queues", "scheduled:4", f"request:{rid}::", f"request:{rid}:$:", f"request:{rid}:1-1:",
+            f"request:{rid}::2-0", "rows:" + ",".join(rows)]
 
     async def scenario():
-        for topic in bad:
+        for topic in bad + nothing:
             assert await refused(communicator(boss, topic)) == 4400, topic
         for topic in good:
             c = communicator(boss, topic)
@@ -431,23 +447,26 @@ def test_topics_other_than_the_pages_forms_are_refused(eng, boss):
     run(scenario())
 
 
-def test_a_flood_of_topics_from_one_session_is_refused(eng, boss, client):
-    from queueadmin.core.sockets import MAX_SOCKETS_PER_SESSION
+def test_a_flood_of_topics_from_one_user_is_refused_over_all_their_sessions(eng, boss, client):
+    """Signing in again gives no more sockets: the cap is the user's."""
+    from django.test import Client
 
-    cookie = session_cookie(client, boss)
+    from queueadmin.core.sockets import MAX_SOCKETS_PER_USER
+
+    cookies = [session_cookie(client, boss)] + [session_cookie(Client(), boss) for _ in range(2)]
 
     async def scenario():
         opened = []
-        for n in range(1, MAX_SOCKETS_PER_SESSION + 6):
-            c = stack_socket(cookie, f"dead:::{n}")
-            if n <= MAX_SOCKETS_PER_SESSION:
+        for n in range(1, MAX_SOCKETS_PER_USER + 6):
+            c = stack_socket(cookies[n % len(cookies)], f"dead:::{n}")
+            if n <= MAX_SOCKETS_PER_USER:
                 assert (await c.connect())[0], n
                 opened.append(c)
             else:
                 assert await refused(c) == 4429, n
-        assert len(get_relay().topics) == MAX_SOCKETS_PER_SESSION
+        assert len(get_relay().topics) == MAX_SOCKETS_PER_USER
         await opened[0].disconnect()  # a closed socket frees its place
-        again = stack_socket(cookie, "overview")
+        again = stack_socket(cookies[0], "overview")
         assert (await again.connect())[0]
         for c in (*opened[1:], again):
             await c.disconnect()
@@ -459,7 +478,7 @@ def test_a_process_watches_at_most_max_topics(eng, boss, monkeypatch):
     import queueadmin.core.sockets
 
     monkeypatch.setattr(queueadmin.core.sockets, "MAX_TOPICS", 3)
-    monkeypatch.setattr(queueadmin.core.sockets, "MAX_SOCKETS_PER_SESSION", 100)
+    monkeypatch.setattr(queueadmin.core.sockets, "MAX_SOCKETS_PER_USER", 100)
 
     async def scenario():
         socks = [communicator(boss, f"scheduled:{n}") for n in range(1, 4)]
@@ -614,6 +633,57 @@ def test_renders_of_a_process_keep_within_its_cpu_budget(eng, boss, monkeypatch)
         allowed = (queueadmin.core.relay.RENDER_BURST + queueadmin.core.relay.RENDER_BUDGET * elapsed) / 0.2 + len(topics)
         assert 3 <= renders <= allowed, (renders, allowed)
         for c in socks:
+            await c.disconnect()
+
+    run(scenario())
+
+
+def test_a_read_only_user_with_many_sessions_and_bogus_topics_cannot_stop_others_live_updates(
+        eng, boss, viewer, monkeypatch):
+    """Issue 20: a view-only user signs in six times and opens sockets on
+    topics that name nothing and on many distinct real ones; the process's
+    topic budget (made small here) is not theirs to use up: another user's
+    page still opens and gets its updates."""
+    import queueadmin.core.sockets as limits
+    from django.test import Client
+
+    monkeypatch.setattr(limits, "MAX_TOPICS", 30)  # 6 sessions x 8 sockets would have filled it
+    rid = services.submit("default", "echo", ["x"] * 10).id
+    meta = eng.keys.request(rid).meta
+    cookies = [session_cookie(Client(), viewer) for _ in range(6)]
+    boss_cookie = session_cookie(Client(), boss)
+    bogus = [f"rows:{rid},nosuch{n}" for n in range(4)] + [f"request:nosuch{n}::" for n in range(4)]
+    bogus += [f"dead::nosuch{n}:1" for n in range(2)] + [f"inflight:nosuchqueue:0:{n}" for n in range(1, 3)]
+    real = [f"scheduled:{n}" for n in range(1, 25)] + [f"dead:::{n}" for n in range(1, 25)]
+
+    async def scenario():
+        codes, opened = {}, []
+        for n, topic in enumerate(bogus + real + [t.replace("nosuch", "nosuchtoo") for t in bogus]):
+            c = stack_socket(cookies[n % len(cookies)], topic)
+            assert (await c.connect())[0]
+            if await c.receive_nothing(timeout=0.05) is False:
+                out = await c.receive_output(timeout=5)
+                if out["type"] == "websocket.close":
+                    codes[topic] = out.get("code")
+                    continue
+            opened.append(c)
+        assert [codes.get(t) for t in bogus] == [4400] * len(bogus)  # they name nothing
+        assert len(opened) == limits.MAX_SOCKETS_PER_USER  # over six sessions: the user's cap
+        assert set(codes.values()) == {4400, 4429}
+        assert len(get_relay().topics) <= limits.MAX_SOCKETS_PER_USER
+
+        mine = stack_socket(boss_cookie, f"request:{rid}::")
+        assert (await mine.connect())[0]
+        assert state_of(await mine.receive_from(timeout=5))["done"] == 0
+        await get_relay().connected.wait()
+        eng.redis.hset(meta, "done", 4)
+        eng.redis.publish(eng.channel, json.dumps({"type": "progress", "id": rid, "done": 4}))
+        assert state_of(await mine.receive_from(timeout=5))["done"] == 4
+        for _ in range(40):  # and their refresh flood spends their own allowance, not mine
+            await opened[0].send_to(text_data=json.dumps({"refresh": True}))
+        assert await closed_with(opened[0]) == 4429
+        assert await still_open(mine)
+        for c in (*opened, mine):
             await c.disconnect()
 
     run(scenario())

@@ -10,34 +10,43 @@ sends the CSRF token as a header.
 """
 from __future__ import annotations
 
-import re
-
 from django.http import QueryDict
 from django.template.loader import render_to_string
 
 from queueadmin.core import queries
 from queueadmin.core.models import RequestRecord
 
-from .common import ENTRY, RID
-
-_TOPIC = re.compile(r"^[A-Za-z0-9_:,.$-]{1,4000}$")
 KINDS = ("overview", "request", "rows", "inflight", "dead", "scheduled", "workers", "queues")
 
 
-def valid_topic(topic: str) -> bool:
-    if not topic or not _TOPIC.match(topic):
-        return False
+def topic_exists(topic: str) -> bool:
+    """Does a well-formed topic (core.sockets.topic_ok) name what exists: its
+    queue, its request(s)? A topic naming nothing would cost renders of an
+    empty region on every update. Raises if Redis or the database is away."""
+    from queueadmin.core import services
+
     kind, _, rest = topic.partition(":")
-    if kind not in KINDS:
+    fields = rest.split(":")
+    if kind in ("inflight", "dead") and fields[0] and fields[0] not in services.engine().queues():
         return False
-    if kind == "request":
-        rid, _, cursor = rest.partition(":")
-        after, _, before = cursor.partition(":")
-        return bool(RID.match(rid)) and all(not c or c == "$" or ENTRY.match(c) for c in (after, before))
+    if kind == "request" or (kind == "dead" and fields[1]):
+        return _requests_exist([fields[0] if kind == "request" else fields[1]])
     if kind == "rows":
-        ids = rest.split(",")
-        return 0 < len(ids) <= 200 and all(RID.match(i) for i in ids)
+        ids = rest.split(",")  # the list's live rows: rendered from their records
+        return RequestRecord.objects.filter(id__in=ids).count() == len(ids)
     return True
+
+
+def _requests_exist(ids: list[str]) -> bool:
+    """Each id is a request Redis holds, or one in the history."""
+    from queueadmin.core import services
+
+    eng = services.engine()
+    pipe = eng.redis.pipeline(transaction=False)
+    for rid in ids:
+        pipe.exists(eng.keys.request(rid).meta)
+    missing = [rid for rid, n in zip(ids, pipe.execute()) if not n]
+    return not missing or RequestRecord.objects.filter(id__in=missing).count() == len(missing)
 
 
 def request_ids(topic: str) -> set[str] | None:
