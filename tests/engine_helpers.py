@@ -25,6 +25,7 @@ TEST_PROCESSORS = {
     "fast_or_block": "tests.processors.fast_or_block",
     "chatty": "tests.processors.chatty",
     "flood_log": "tests.processors.flood_log",
+    "poison": "tests.processors.poison",
 }
 BUILTIN = {name: f"queueadmin.core.engine.processors.{name}" for name in
            ("echo", "uppercase", "word_count", "sha256", "sleep", "async_sleep", "fail")}

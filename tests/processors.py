@@ -71,3 +71,39 @@ def flood_log(item, ctx):
     for n in range(int(item)):
         ctx.log(f"line {n} " + "x" * 100)
     return n
+
+
+class _Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("no text for you")
+
+
+def poison(item, ctx):
+    """Returns, raises or logs what no record can hold as it is (issue 20):
+    "deep" nests 5000 lists (past Python's recursion limit), "nan", "set",
+    "surrogate", "cycle", "unprintable" (an exception whose text raises),
+    "exit" (SystemExit, as argparse does), "log" (a lone surrogate logged);
+    anything else comes back as it is."""
+    import sys
+
+    if item == "deep":
+        return _deep(5000)
+    if item == "log":
+        ctx.log("half a pair: \ud800")
+        return "logged"
+    if item == "cycle":
+        loop = []
+        loop.append(loop)
+        return loop
+    if item == "unprintable":
+        raise _Unprintable()
+    if item == "exit":
+        sys.exit(2)
+    return {"nan": float("nan"), "set": {1, 2}, "surrogate": "\udc80"}.get(item, item)
+
+
+def _deep(n):
+    out = []
+    for _ in range(n):
+        out = [out]
+    return out

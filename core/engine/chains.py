@@ -70,13 +70,17 @@ def follow(client, rid: str) -> str | None:
         return None
     if meta.get("then_id"):
         client.redis.zrem(client.keys.chains, rid)
-        return meta["then_id"] or None
+        return None if meta["then_id"] == "none" else meta["then_id"]
     then = json.loads(meta["then"])
-    fid = None
+    fid, refused = None, {}
     if meta["state"] == "completed" or then.get("on_failure"):
-        fid = _submit(client, rid, then)
+        try:
+            fid = _submit(client, rid, then)
+        except QueueError as exc:  # results too large as items, its queue gone...: said once, not tried forever
+            log.warning("request %s finished: its follow-up cannot be submitted: %s", rid, exc)
+            refused = {"then_error": str(exc)[:500]}
     pipe = client.redis.pipeline(transaction=False)
-    pipe.hset(client.keys.request(rid).meta, "then_id", fid or "none")
+    pipe.hset(client.keys.request(rid).meta, mapping={"then_id": fid or "none", **refused})
     pipe.zrem(client.keys.chains, rid)
     pipe.execute()
     return fid

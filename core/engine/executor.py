@@ -33,6 +33,26 @@ log = logging.getLogger("queueadmin.worker")
 TRACEBACK_DEPTH = 20
 
 
+# what a handler may raise that fails its item and nothing more: SystemExit too
+# (argparse and click raise it on bad input; in the dispatcher's thread it would end the process)
+HANDLER_ERRORS = (Exception, SystemExit)
+
+
+def failure(item: Item, exc: BaseException) -> Ran:
+    """A failed run: the exception's type and text, and its traceback; an
+    exception whose text cannot be made (its __str__ raises) still fails
+    only its item."""
+    try:
+        error = f"{type(exc).__name__}: {exc}"
+    except Exception:
+        error = f"{type(exc).__name__}: (its message could not be made)"
+    try:
+        trace = traceback.format_exc(TRACEBACK_DEPTH)
+    except Exception:
+        trace = ""
+    return Ran(item, error=error, traceback=trace)
+
+
 def _raise_in(thread_id: int, exc: type[BaseException] | None) -> None:
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id),
                                                ctypes.py_object(exc) if exc is not None else None)
@@ -168,8 +188,8 @@ class Executor:
             ran = Ran(item, result=result)
         except Interrupt:
             ran = self._stopped(item)
-        except Exception as exc:  # a handler's failure is data, not a crash
-            ran = Ran(item, error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc(TRACEBACK_DEPTH))
+        except HANDLER_ERRORS as exc:  # a handler's failure is data, not a crash
+            ran = failure(item, exc)
         finally:
             itemlog.current.reset(token)
         with item.lock:
@@ -249,8 +269,8 @@ class Executor:
             ran = Ran(item, result=result)
         except asyncio.CancelledError:
             ran = self._stopped(item)
-        except Exception as exc:
-            ran = Ran(item, error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc(TRACEBACK_DEPTH))
+        except HANDLER_ERRORS as exc:
+            ran = failure(item, exc)
         with item.lock:
             item.state = FINISHED
         with self._lock:

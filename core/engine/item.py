@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .itemlog import ItemLog
-from .limits import encode, utf8_size
 
 WAITING, RUNNING, FINISHED = 0, 1, 2
 
@@ -109,12 +108,10 @@ class Ran:
         return self.error is None
 
 
-def record(status: str, detail: dict, attempts: int, worker: str, started: float, finished: float) -> str:
+def record(status: str, body: str, attempts: int, worker: str, started: float, finished: float) -> str:
     """An item's result record as JSON text (built directly: this runs per item).
-    `worker` is the worker id already encoded as JSON. ValueError when the
-    detail is not JSON or not valid Unicode (a lone surrogate Redis cannot store)."""
-    body = encode(detail)[1:-1]
-    if not body.isascii() and utf8_size(body) is None:
-        raise ValueError("it holds text that is not valid Unicode (a lone surrogate)")
+    `body` is its own members as JSON text (`"result":...` or `"error":...`,
+    already checked: limits.encode_value); `worker` is the worker id already
+    encoded as JSON."""
     return (f'{{"status":"{status}",{body},"attempts":{attempts},"worker":{worker},'
             f'"started_at":{started:.6f},"finished_at":{finished:.6f}}}')

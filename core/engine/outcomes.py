@@ -14,9 +14,13 @@ import redis
 
 from . import stats
 from .config import QueueConfig
+from .errors import QueueError
 from .item import Item, Ran, record
+from .limits import oneline, encode, encode_value
 
 log = logging.getLogger("queueadmin.worker")
+
+TEXT_CAP = 64 * 1024  # characters kept of an error or traceback (a log has its own cap: itemlog.py)
 
 
 class Outcomes:
@@ -58,25 +62,47 @@ class Outcomes:
         self._count(item, outcome, took, ran)
 
     def _outcome(self, ran: Ran, cfg: QueueConfig) -> tuple[str, str]:
-        """done | retry | dead | cancelled, and the result record to store."""
+        """done | retry | dead | cancelled, and the result record to store.
+        Whatever a run returned, raised or logged, this returns a storable
+        record: the worker never dies of an item's data (DESIGN.md, 14)."""
+        try:
+            return self._judge(ran, cfg)
+        except Exception as exc:  # a bug, or data no check foresaw: the attempt fails, the worker goes on
+            log.exception("worker %s: the outcome of item %s#%s", self.id, ran.item.rid, ran.item.index)
+            return self._failed(ran, cfg, f"the outcome cannot be stored: {oneline(exc)}", with_log=False)
+
+    def _judge(self, ran: Ran, cfg: QueueConfig) -> tuple[str, str]:
         item = ran.item
-
-        def rec(status, detail):
-            if item.log.lines:  # what the item logged goes with its result
-                detail = {**detail, "log": _storable(item.log.text())}
-            return record(status, detail, item.attempt, self._id_json, item.started, ran.finished)
-
         if ran.ok:
-            try:
-                return "done", rec("done", {"result": ran.result})
-            except (TypeError, ValueError) as exc:  # not JSON, or text Redis cannot store
-                return "dead", rec("failed", {"result": None, "error": f"the result cannot be stored: {exc}"})
+            try:  # checked as items are (limits.py): JSON, finite, at most MAX_DEPTH deep, valid Unicode
+                body = '"result":' + encode_value(ran.result, "it")
+            except QueueError as exc:
+                return self._failed(ran, cfg, f"ValueError: the result cannot be stored: {exc}")
+            return "done", self._record(ran, "done", body)
         if item.stop_reason == "cancelled":
-            return "cancelled", rec("cancelled", {"error": ran.error})
+            return "cancelled", self._record(ran, "cancelled", '"error":' + encode(_storable(ran.error)))
         unknown = ran.error.startswith("ProcessorError")
         outcome = "dead" if unknown or item.attempt >= cfg.max_attempts else "retry"
-        detail = {"error": _storable(ran.error), "traceback": _storable(ran.traceback)}
-        return outcome, rec("retrying" if outcome == "retry" else "failed", detail)
+        body = f'"error":{encode(_storable(ran.error))},"traceback":{encode(_storable(ran.traceback))}'
+        return outcome, self._record(ran, "retrying" if outcome == "retry" else "failed", body)
+
+    def _failed(self, ran: Ran, cfg: QueueConfig, error: str, with_log: bool = True) -> tuple[str, str]:
+        """A run whose outcome cannot be stored as it is: a failed attempt
+        with `error`, under the queue's retry policy."""
+        ran.error = error = _storable(error)  # for the log line (_count)
+        outcome = "dead" if ran.item.attempt >= cfg.max_attempts else "retry"
+        body = '"result":null,"error":' + encode(error)
+        status = "retrying" if outcome == "retry" else "failed"
+        if with_log:
+            return outcome, self._record(ran, status, body)
+        item = ran.item
+        return outcome, record(status, body, item.attempt, self._id_json, item.started, ran.finished)
+
+    def _record(self, ran: Ran, status: str, body: str) -> str:
+        item = ran.item
+        if item.log.lines:  # what the item logged goes with its result
+            body += ',"log":' + encode(_storable(item.log.text()))
+        return record(status, body, item.attempt, self._id_json, item.started, ran.finished)
 
     def _count(self, item: Item, outcome: str, took: float, ran: Ran) -> None:
         """Throughput, metrics and log line of one outcome."""
@@ -120,8 +146,10 @@ class Outcomes:
 
 
 def _storable(text: str) -> str:
-    """An error text as valid Unicode (a handler's message may hold a lone
-    surrogate, which Redis cannot store): such characters become escapes."""
+    """An error, traceback or log as valid Unicode of at most TEXT_CAP
+    characters: a lone surrogate (which Redis cannot store) becomes an escape."""
+    if len(text) > TEXT_CAP:
+        text = text[:TEXT_CAP] + f"… (cut at {TEXT_CAP} characters)"
     if text.isascii():
         return text
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
