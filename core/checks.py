@@ -74,7 +74,7 @@ def check_redis_url(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
 SQLITE_OPTIONS = {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
 
 
-@checks.register("queueadmin", checks.Tags.database)
+@checks.register("queueadmin")
 def check_sqlite_options(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     db = settings.DATABASES.get("default", {})
     if db.get("ENGINE") != "django.db.backends.sqlite3":

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 
 from django.apps import apps
-from django.db import connection, transaction
+from django.db import connection
 
 log = logging.getLogger("queueadmin")
 TABLES = ("queue", "apitoken", "requestrecord", "periodicrequest")
@@ -23,7 +23,7 @@ def adopt_core_tables() -> bool:
     old = [t for t in TABLES if f"core_{t}" in existing]
     if not old or any(f"queueadmin_{t}" in existing for t in TABLES):
         return False
-    with transaction.atomic(), connection.schema_editor() as editor:
+    with connection.schema_editor() as editor:  # one transaction (atomic) where the database allows
         for name in old:
             editor.alter_db_table(None, f"core_{name}", f"queueadmin_{name}")
         with connection.cursor() as cursor:

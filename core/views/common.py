@@ -52,7 +52,8 @@ def login_url() -> str:
     (a project made by startproject has the admin but no /accounts/login/)."""
     try:
         url = resolve_url(settings.LOGIN_URL)
-        resolve(url.split("?")[0])
+        if "://" not in url:  # another site's login (single sign-on) is taken as it is
+            resolve(url.split("?")[0])
         return url
     except (NoReverseMatch, Resolver404):
         pass
@@ -60,6 +61,16 @@ def login_url() -> str:
         return reverse("admin:login")
     except NoReverseMatch:
         return resolve_url(settings.LOGIN_URL)
+
+
+def logout_url() -> str | None:
+    """The project's logout view, else the admin's; None: no button."""
+    for name in ("logout", "admin:logout"):
+        try:
+            return reverse(name)
+        except NoReverseMatch:
+            pass
+    return None
 
 
 def act_required(view):
@@ -77,7 +88,7 @@ def act_required(view):
 def page(request, template: str, context: dict, section: str, status: int = 200):
     """Render `template`; an htmx request (not boosted) gets only its fragment,
     the template's `_body` partial, which the full page includes too."""
-    ctx = {"section": section, "nav": NAV, "can_act": can_act(request.user), **context}
+    ctx = {"section": section, "nav": NAV, "can_act": can_act(request.user), "logout_url": logout_url(), **context}
     if getattr(request, "htmx", False) and not request.htmx.boosted:
         return render(request, template.replace(".html", "_body.html"), ctx, status=status)
     return render(request, template, ctx, status=status)

@@ -27,7 +27,7 @@ class Command(BaseCommand):
         launch.add_arguments(parser)
 
     def handle(self, *args, **options):
-        logging.getLogger("queueadmin").setLevel(logging.INFO)
+        show_logs()
         opts = _Options(options)
         if (why := launch.problem(opts)) is not None:
             raise CommandError(why)
@@ -65,6 +65,19 @@ class Command(BaseCommand):
         return Worker(services.engine(), launch.queue_names(opts), Processors(values["PROCESSORS"]),
                       name=launch.slot_name(opts, slot), on_finish_many=services.record_many, recycled=recycled,
                       exit_now=exit_now, **launch.worker_options(opts, values))
+
+
+def show_logs() -> None:
+    """The worker's start, failures and exits show by default: a project whose
+    LOGGING says nothing of the `queueadmin` logger gets a console handler for
+    it (Python's last-resort handler would show warnings only)."""
+    logger = logging.getLogger("queueadmin")
+    if logger.level == logging.NOTSET:
+        logger.setLevel(logging.INFO)
+    if not logger.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
 
 
 class _Options:
