@@ -7,6 +7,8 @@
   at a heading that exists).
 - docs/configuration.md's settings table and queueadmin.core.conf.SETTINGS
   agree: the same names, defaults and descriptions.
+- docs/usage.md describes every option of queueadmin's management commands
+  and of `queueadmin run`, as their parsers define them.
 
 No Redis, no database: these tests read files and run MkDocs.
 """
@@ -220,3 +222,54 @@ def test_the_configuration_table_lists_every_setting_with_its_default():
     assert not (repeated or missing or unknown or problems), (
         f"docs/configuration.md and queueadmin/core/conf.py disagree: missing {missing}, not settings {unknown}, "
         f"listed twice {repeated}; " + "; ".join(problems))
+
+
+# -- the commands' options are all in the manual -----------------------------------------------
+
+
+COMMANDS = ["queue_worker", "queue_submit", "queue_status", "queue_results", "queue_token"]
+
+
+def options_of(parser) -> set[str]:
+    """Every option string of an argparse parser (Django's own common options
+    left out), and the names of its positional arguments."""
+    common = {"--version", "-v", "--verbosity", "--settings", "--pythonpath", "--traceback", "--no-color",
+              "--force-color", "--skip-checks", "-h", "--help"}
+    found = set()
+    for action in parser._actions:
+        if action.option_strings:
+            found |= set(action.option_strings) - common
+        elif action.dest not in ("help",):
+            found.add(action.dest.upper())
+    return found
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_every_option_of_the_management_commands_is_in_the_usage_page(name):
+    from django.core.management import load_command_class
+
+    parser = load_command_class("queueadmin.core", name).create_parser("manage.py", name)
+    text = (DOCS / "usage.md").read_text(encoding="utf-8")
+    section = text.split(f"### {name}\n", 1)[1].split("\n### ", 1)[0]
+    missing = sorted(o for o in options_of(parser) if f"`{o}`" not in section and f"`{o}," not in section)
+    assert not missing, f"docs/usage.md, section {name}: options not described: {missing}"
+
+
+def test_every_option_of_queueadmin_run_is_in_the_usage_page(monkeypatch):
+    import argparse
+
+    from queueadmin import cli
+
+    captured = {}
+
+    def parse(self, args=None, namespace=None):
+        captured["parser"] = self
+        raise SystemExit(0)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse)
+    with pytest.raises(SystemExit):
+        cli.run([])
+    text = (DOCS / "usage.md").read_text(encoding="utf-8")
+    section = text.split("### queueadmin run\n", 1)[1].split("\n### ", 1)[0]
+    missing = sorted(o for o in options_of(captured["parser"]) if f"`{o}`" not in section)
+    assert not missing, f"docs/usage.md, section queueadmin run: options not described: {missing}"
