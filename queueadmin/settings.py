@@ -11,7 +11,6 @@ Secure by default: DEBUG is off unless DJANGO_DEBUG=1, and without
 DJANGO_SECRET_KEY a key is generated once into the data folder (mode 0600).
 """
 import json
-import importlib.util
 import os
 import secrets
 from datetime import timedelta
@@ -190,12 +189,6 @@ STATICFILES_DIRS = []  # the app's own static files are found in it (core/static
 FRONTEND_DIR = VAR_DIR / "frontend" / "dist"
 if FRONTEND_DIR.exists():
     STATICFILES_DIRS.append(("queueadmin/vendor", FRONTEND_DIR))
-# django-ninja's Swagger UI assets (/api/docs), as static/ninja/...: found
-# without importing ninja, which is not an installed app because importing it
-# (pydantic) would cost every command and worker half a second at start.
-_NINJA = importlib.util.find_spec("ninja")
-if _NINJA and _NINJA.submodule_search_locations:
-    STATICFILES_DIRS.append(("ninja", Path(list(_NINJA.submodule_search_locations)[0]) / "static" / "ninja"))
 # WhiteNoise serves static files without DEBUG (uvicorn serves none). It finds
 # them where they are (static/, the npm folder, the apps), so no collectstatic
 # step: a few dozen files, indexed once at start.

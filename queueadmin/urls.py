@@ -38,6 +38,7 @@ urlpatterns = [
     path("queues/<str:name>/pause/", workers.queue_pause, name="queue_pause"),
     path("ws/live/", live.websocket_only, name="live"),  # the live pages' WebSocket (queueadmin.asgi)
     # the JSON API: /api/v1/..., today's /api/..., /api/openapi.json, /api/docs
+    path("api/docs/assets/<str:name>", app.docs_asset, name="api_docs_asset"),
     path("api/", app.urlpatterns()),
     re_path(r"^api(?:/.*)?$", app.not_found, name="api_not_found"),  # JSON 404 for the rest of /api
     path("metrics", metrics.metrics_view, name="metrics"),

@@ -118,9 +118,9 @@ def test_docs_page_uses_local_assets_and_no_inline_script(client):
     html = page.content.decode()
     assert not re.search(r"(src|href)=\"(https?:)?//", html), "an asset from another origin"
     for tag in re.findall(r"<script[^>]*>", html):  # each loads a file, or is a data block (not run)
-        assert 'src="/static/' in tag or 'type="application/json"' in tag, tag
+        assert re.search(r'src="/(static|api/docs/assets)/', tag) or 'type="application/json"' in tag, tag
     assert "on" + "load=" not in html and "onclick=" not in html
-    assets = re.findall(r"(?:src|href)=\"(/static/[^\"]+)\"", html)
+    assets = re.findall(r"(?:src|href)=\"(/(?:static|api/docs/assets)/[^\"]+)\"", html)
     assert any(a.endswith("swagger-ui-bundle.js") for a in assets) and len(assets) >= 4
     for asset in assets:
         response = client.get(asset)

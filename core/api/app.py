@@ -8,9 +8,11 @@ a JSON 404.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
+from pathlib import Path
 
-from django.http import JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
@@ -35,10 +37,11 @@ class QueueadminAPI(NinjaAPI):
 
 
 class LocalSwagger(Swagger):
-    """Swagger UI from our static files, whether or not "ninja" is an installed
-    app (ninja would fall back to a CDN): templates/queueadmin/api_docs.html loads the
-    assets ninja ships (static/ninja/...) and has no inline script, only a
-    JSON data block that ninja's swagger-ui-init.js reads (strict CSP)."""
+    """Swagger UI served by queueadmin itself, whether or not "ninja" is an
+    installed app (ninja would fall back to a CDN): templates/queueadmin/api_docs.html
+    loads the assets ninja ships through `docs_asset` and has no inline
+    script, only a JSON data block that ninja's swagger-ui-init.js reads
+    (strict CSP)."""
 
     def render_page(self, request, api, **kwargs):
         config = {**self.settings, "url": self.get_openapi_url(api, kwargs)}
@@ -64,6 +67,22 @@ requests.mount(legacy, legacy=True)
 queues.mount(legacy, legacy=True)
 api.add_router("/v1", v1)
 api.add_router("", legacy)
+
+
+# The files of ninja's Swagger UI that the docs page loads, served from the installed ninja package
+# (a project need not install "ninja" as an app, nor collect its static files).
+DOCS_ASSETS = {"swagger-ui.css": "text/css", "swagger-ui-bundle.js": "text/javascript",
+               "swagger-ui-init.js": "text/javascript", "favicon.png": "image/png"}
+
+
+def docs_asset(request, name: str):
+    kind = DOCS_ASSETS.get(name)
+    if kind is None:
+        raise Http404("no such asset")
+    folder = Path(importlib.util.find_spec("ninja").submodule_search_locations[0]) / "static" / "ninja"
+    response = HttpResponse((folder / name).read_bytes(), content_type=kind)  # small, and no sync iterator under ASGI
+    response["Cache-Control"] = "public, max-age=86400"
+    return response
 
 
 @csrf_exempt
