@@ -272,7 +272,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
         vars(obj).update(vars(token))
         messages.warning(request, f"The new API key for {obj.user} is {key} — copy it now: it is not stored "
                                   "and will not be shown again. It signs webhooks with the secret "
-                                  f"{token.webhook_secret} (README \"Webhooks\"), not shown again either.")
+                                  f"{token.webhook_secret} (docs/usage.md \"Webhooks\"), not shown again either.")
 
 
 # -- request history ----------------------------------------------------------

@@ -96,6 +96,19 @@ def _reexec(recycled: int) -> None:
     os.execv(sys.executable, [sys.executable, *sys.argv])
 
 
+def show_logs() -> None:
+    """The worker's start, failures and exits show by default: settings whose
+    LOGGING says nothing of the `queueadmin` logger get a console handler for
+    it (Python's last-resort handler would show warnings only)."""
+    logger = logging.getLogger("queueadmin")
+    if logger.level == logging.NOTSET:
+        logger.setLevel(logging.INFO)
+    if not logger.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
+
+
 def worker_options(opts, values: dict) -> dict:
     """The Worker's keyword arguments from the command line and the settings (conf.values())."""
     return dict(burst=opts.burst, heartbeat=values["HEARTBEAT_SECONDS"], dead_after=values["DEAD_AFTER_SECONDS"],
@@ -157,8 +170,9 @@ def main(argv: list[str]) -> int | None:
         print(f"CommandError: {why}", file=sys.stderr)
         return 1
     settings = importlib.import_module(os.environ.setdefault("DJANGO_SETTINGS_MODULE", "queueadmin.settings"))
-    logging.config.dictConfig(settings.LOGGING)
-    logging.getLogger("queueadmin").setLevel(logging.INFO)
+    if getattr(settings, "LOGGING", None):
+        logging.config.dictConfig(settings.LOGGING)
+    show_logs()
     known = _queues_in_redis(settings)
     names = queue_names(opts)
     if any(q not in known for q in names):

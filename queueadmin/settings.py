@@ -1,7 +1,7 @@
 """Django settings for queueadmin.
 
 Everything that differs between machines comes from the environment (read
-with django-environ; the README's "Configuration and production" lists every
+with django-environ; docs/configuration.md lists every
 variable): REDIS_URL (the run script starts an embedded redis-server and sets
 it when it is unset), DATABASE_URL / DATABASE_PATH, DJANGO_SECRET_KEY,
 DJANGO_DEBUG, and the production switches DJANGO_SECURE, DJANGO_ALLOWED_HOSTS,
@@ -57,7 +57,7 @@ DEBUG = env.bool("DJANGO_DEBUG", default=False)
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
 
-# -- production: behind an HTTPS proxy (README "Configuration and production") --
+# -- production: behind an HTTPS proxy (docs/operations.md "Production behind HTTPS") --
 # DJANGO_SECURE=1 turns on secure cookies, the HTTPS redirect and HSTS; each can
 # be overridden on its own. DJANGO_SECURE_PROXY_SSL_HEADER names the header by
 # which the proxy says the request came over HTTPS (e.g. X-Forwarded-Proto,
@@ -244,7 +244,7 @@ if LOG_FORMAT == "json":
 # The queue engine. Processors are dotted paths to callables `payload -> result`.
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6390/0")
 # A Redis Cluster: REDIS_URL=redis+cluster://host:port[,host:port...], or a
-# redis:// URL of one node with REDIS_CLUSTER=1 (see docs/KEYS.md).
+# redis:// URL of one node with REDIS_CLUSTER=1 (see docs/keys.md).
 REDIS_CLUSTER = os.environ.get("REDIS_CLUSTER", "").lower() in ("1", "true", "yes")
 # queueadmin's own settings: each has a default (queueadmin/core/conf.py,
 # docs/configuration.md); this service sets from the environment those an

@@ -31,7 +31,7 @@ STRICT = ConfigDict(extra="forbid", strict=True)
 
 
 class ThenIn(BaseModel):
-    """What follows a request when it finishes (README "Chained requests")."""
+    """What follows a request when it finishes (docs/usage.md "Chained requests")."""
 
     model_config = ConfigDict(**STRICT)
 
@@ -68,7 +68,7 @@ class SubmitIn(BaseModel):
     dedup: bool = Field(True, description="false: never de-duplicate this request")
     callback_url: Optional[str] = Field(None, min_length=1, max_length=2000,
                                         description="an http(s) URL sent the request's summary, signed, when it "
-                                                    "finishes (README \"Webhooks\"); its host must be allowed")
+                                                    "finishes (docs/usage.md \"Webhooks\"); its host must be allowed")
     then: Optional[ThenIn] = Field(None, description="a request submitted when this one finishes, exactly once")
 
     @field_validator("items")
@@ -201,4 +201,4 @@ class ResultLine(BaseModel):
 
 class ErrorOut(BaseModel):
     error: str = Field(description="what is wrong, for people")
-    code: str = Field(description="what is wrong, for programs (see the README)")
+    code: str = Field(description="what is wrong, for programs (see docs/api.md, Errors)")

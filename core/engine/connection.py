@@ -12,7 +12,7 @@
 pipeline that writes and every script call end with ``WAIT n timeout`` on the
 connection that carried the writes, so that an acknowledged item or an
 accepted submission is on n replicas before the call returns (see
-docs/KEYS.md, "Failover"); single plain commands are not covered. A node
+docs/keys.md, "Failover"); single plain commands are not covered. A node
 whose WAIT times out short of n replicas (a promoted replica whose old master
 is gone) is written to without WAIT for NO_REPLICA_BACKOFF seconds, then tried
 again: waiting cannot make a write safer where no replica exists.

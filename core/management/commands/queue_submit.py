@@ -53,14 +53,14 @@ class Command(BaseCommand):
                             help="stop an item running longer than this (0 = no limit; default: the queue's)")
         parser.add_argument("--rate-limit", metavar="N/UNIT",
                             help="at most N of its items start in any such window, across all workers: "
-                                 "20/s, 600/min, 10000/h (README \"Rate limits\")")
+                                 "20/s, 600/min, 10000/h (docs/usage.md \"Rate limits\")")
         parser.add_argument("--json", action="store_true", help="each line is a JSON value, not plain text")
         parser.add_argument("--callback-url", metavar="URL",
                             help="POST the request's summary there when it finishes, signed with the site's "
-                                 "webhook secret (README \"Webhooks\")")
+                                 "webhook secret (docs/usage.md \"Webhooks\")")
         parser.add_argument("--then-processor", metavar="P",
                             help="when this request finishes, submit one that follows it with processor P "
-                                 "(README \"Chained requests\")")
+                                 "(docs/usage.md \"Chained requests\")")
         parser.add_argument("--then-mode", choices=("each", "all"), default="each",
                             help="each: one item per successful result (default); all: one item, every result")
         parser.add_argument("--then-queue", metavar="Q", help="the follow-up's queue (default: this one's)")

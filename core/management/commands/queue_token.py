@@ -75,5 +75,5 @@ class Command(BaseCommand):
         self.stderr.write(f"API token {token.prefix}… for {username} (scopes: {' '.join(wanted)}{until}); "
                           "copy the key now, it is not shown again:")
         self.stdout.write(key)
-        self.stderr.write(f"its webhook signing secret (README \"Webhooks\"), not shown again either: "
+        self.stderr.write(f"its webhook signing secret (docs/usage.md \"Webhooks\"), not shown again either: "
                           f"{token.webhook_secret}")

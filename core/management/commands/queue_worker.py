@@ -6,7 +6,6 @@ first (see manage.py); this command is the way in for `call_command` and for
 queues that only the database knows yet: it pushes the database's queues to
 Redis, then serves like the fast path.
 """
-import logging
 
 import redis
 from django.core.management.base import BaseCommand, CommandError
@@ -27,7 +26,7 @@ class Command(BaseCommand):
         launch.add_arguments(parser)
 
     def handle(self, *args, **options):
-        show_logs()
+        launch.show_logs()
         opts = _Options(options)
         if (why := launch.problem(opts)) is not None:
             raise CommandError(why)
@@ -65,19 +64,6 @@ class Command(BaseCommand):
         return Worker(services.engine(), launch.queue_names(opts), Processors(values["PROCESSORS"]),
                       name=launch.slot_name(opts, slot), on_finish_many=services.record_many, recycled=recycled,
                       exit_now=exit_now, **launch.worker_options(opts, values))
-
-
-def show_logs() -> None:
-    """The worker's start, failures and exits show by default: a project whose
-    LOGGING says nothing of the `queueadmin` logger gets a console handler for
-    it (Python's last-resort handler would show warnings only)."""
-    logger = logging.getLogger("queueadmin")
-    if logger.level == logging.NOTSET:
-        logger.setLevel(logging.INFO)
-    if not logger.handlers and not logging.getLogger().handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        logger.addHandler(handler)
 
 
 class _Options:
