@@ -108,7 +108,14 @@ def mirror() -> list[tuple[PeriodicRequest, dict]]:
 
 
 def run_now(obj: PeriodicRequest, user=None) -> str:
-    """Submit the schedule's request once now; its due times stay as they were."""
+    """Submit the schedule's request once now; its due times stay as they were.
+    It is a submission: `user` must be one who may submit (QueueError if not),
+    whatever their permissions on periodic requests."""
+    from queueadmin.core.auth import can_act
+
+    if not can_act(user):
+        raise QueueError("running it now submits a request, and you may not submit requests "
+                         "(that needs queueadmin.change_requestrecord)")
     client = services.engine()
     rid = periodic.run_now(client, obj.to_definition())
     status = client.status(rid)
@@ -179,6 +186,9 @@ class PeriodicRequestForm(forms.ModelForm):
             row.item_list()
         except ValueError as exc:
             self.add_error("items", f"Items are JSON lines, but {exc}.")
+            return data
+        except RecursionError:  # json.loads of a line nested past Python's limit
+            self.add_error("items", "Items are JSON lines, but a line is nested too deeply.")
             return data
         try:
             row.to_definition().check()

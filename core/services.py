@@ -91,12 +91,24 @@ def _values(status: dict) -> dict:
     }
 
 
+def dedup_scope(user) -> str:
+    """Whose duplicates a submission may return (core/engine/dedup.py): a
+    signed-in user's (the dashboard, and every API token of that owner),
+    or, with no user (commands, Django Tasks), the internal scope."""
+    from queueadmin.core.engine.dedup import INTERNAL
+
+    if user is not None and getattr(user, "is_authenticated", False) and user.pk is not None:
+        return f"user:{user.pk}"
+    return INTERNAL
+
+
 def submit(queue: str, processor: str, items: list, user=None, **options):
-    """Submit through the engine and record the request in the database."""
+    """Submit through the engine (de-duplicated within the user's scope) and
+    record the request in the database."""
     import json
 
     client = engine()
-    sub = client.submit(queue, processor, items, **options)
+    sub = client.submit(queue, processor, items, dedup_scope=dedup_scope(user), **options)
     status = client.status(sub.id)
     if status and not sub.duplicate:
         preview = "\n".join(i if isinstance(i, str) else json.dumps(i) for i in items[:2000])

@@ -30,6 +30,8 @@ from django.db import close_old_connections, transaction
 from django.utils import timezone as dj_timezone
 
 from queueadmin.core.engine import ratelimit
+from queueadmin.core.engine.errors import QueueError
+from queueadmin.core.engine.limits import check_item
 from queueadmin.core.engine.processors import MAX_NAME, ProcessorError, catalog
 
 try:  # Django 6: the framework is built in
@@ -124,8 +126,8 @@ def _now_or_on_commit(backend: QueueadminBackend, submit: Callable[[], None]) ->
 def _payload(task: Task, args, kwargs) -> dict:
     payload = {"args": list(args), "kwargs": dict(kwargs)}
     try:
-        json.dumps(payload, allow_nan=False)
-    except (TypeError, ValueError) as exc:
+        check_item(payload, "the payload {args, kwargs}")  # the check of every entry point (core/engine/limits.py)
+    except QueueError as exc:
         raise TypeError(f"arguments of task {task.module_path} must be JSON (dict, list, str, int, float, bool, "
                         f"None): {exc}") from None
     return payload
@@ -165,9 +167,9 @@ def enqueue_many(task: Task, calls: Iterable, *, priority: int | None = None, co
     (default: the task's); `concurrency` caps the items run at once;
     `dedup_key` returns the pending request with that key instead of a new one.
     `then` names a processor to follow the request when it finishes
-    (README "Chained requests"): its items are the task's return values.
+    (docs/usage.md "Chained requests"): its items are the task's return values.
     `rate_limit` (`20/s`, `600/min`, ...) caps how many of its items start in
-    any such window, across all workers (README "Rate limits")."""
+    any such window, across all workers (docs/usage.md "Rate limits")."""
     backend = task.get_backend()
     if not isinstance(backend, QueueadminBackend):
         raise InvalidTask(f"task {task.module_path} does not use the queueadmin backend")

@@ -207,13 +207,13 @@ def test_only_staff_who_may_act_change_them_and_only_with_csrf(engine):
 # -- real workers ----------------------------------------------------------------
 
 
-def _check_consecutive(metas, name):
+def _check_consecutive(engine, metas, name):
     dues = [int(m["due_at"]) for m in metas]
     assert len(dues) == len(set(dues)), f"a due time fired twice: {dues}"
     assert all(b - a == 1000 for a, b in zip(dues, dues[1:])), f"gaps: {dues}"
-    for m in metas:  # ids and de-dup keys name the schedule and the due time
-        assert m["id"] == periodic.request_id(name, int(m["due_at"]))
-        assert m["dedup_key"] == f"periodic:{name}:{int(m['due_at']) // 1000}"
+    for m in metas:  # ids and de-dup keys name the schedule and the due time (the key in the periodic scope)
+        assert m["id"] == periodic.request_id(engine, name, int(m["due_at"]))
+        assert m["dedup_key"] == f"periodic\x1fperiodic:{name}:{int(m['due_at']) // 1000}"
     return dues
 
 
@@ -228,7 +228,7 @@ def test_three_workers_fire_each_second_exactly_once(engine, workers):
     periodic.remove(engine, "every-second")
     time.sleep(0.3)  # a fire in progress when it was removed
     metas = periodic_requests(engine, "every-second")
-    dues = _check_consecutive(metas, "every-second")
+    dues = _check_consecutive(engine, metas, "every-second")
     assert len(dues) >= 6, dues
     live = [w for w in engine.redis.zrange(engine.keys.workers, 0, -1)]
     assert len(live) >= 3, workers.logs()  # three workers really competed
@@ -257,12 +257,12 @@ def test_after_downtime_once_fires_one_request_and_skip_none(engine, workers):
     missed_due = int(caught[0]["due_at"])
     assert [m for m in once if int(m["due_at"]) <= missed_due] == caught  # ... and none for the earlier ones
     assert missed_due - (defined // 1000 + 1) * 1000 >= 1000  # it stands for two or more missed times
-    _check_consecutive(once, "once")  # then every second again
+    _check_consecutive(engine, once, "once")  # then every second again
 
     skip = periodic_requests(engine, "skip")
     assert not [m for m in skip if m.get("caught_up")]
     assert min(int(m["due_at"]) for m in skip) > started - 1000, skip  # nothing for the missed times
-    _check_consecutive(skip, "skip")
+    _check_consecutive(engine, skip, "skip")
     assert len(skip) >= 2
 
 

@@ -11,6 +11,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from queueadmin.core.engine import periodic
+from queueadmin.core.engine.client import QueueClient
+from queueadmin.core.engine.dedup import PERIODIC, scoped_key
 from queueadmin.core.engine.errors import QueueError
 from queueadmin.core.engine.periodic import Definition
 from tests.engine_helpers import burst
@@ -76,12 +78,17 @@ def test_plan_on_time_late_and_after_downtime():
     assert periodic.plan(skip, base, base + 71_000 - 1) == ([base + 70_000], base + 80_000, None)
 
 
-def test_request_ids_are_derived_from_schedule_and_due_time():
-    a = periodic.request_id("nightly", 1_800_000_000_000)
-    assert a == periodic.request_id("nightly", 1_800_000_000_000)
-    assert a != periodic.request_id("nightly", 1_800_000_001_000) != periodic.request_id("hourly", 1_800_000_000_000)
-    assert len(a) <= 32 and a.isalnum()
+def test_request_ids_are_derived_from_schedule_and_due_time_and_a_secret(qc, r):
+    a = periodic.request_id(qc, "nightly", 1_800_000_000_000)
+    assert a == periodic.request_id(qc, "nightly", 1_800_000_000_000)
+    assert a == periodic.request_id(QueueClient(r, prefix=qc.keys.prefix), "nightly", 1_800_000_000_000)
+    assert a != periodic.request_id(qc, "nightly", 1_800_000_001_000) != periodic.request_id(qc, "hourly",
+                                                                                              1_800_000_000_000)
+    assert len(a) <= 32 and a.isalnum() and a.startswith(f"{1_800_000_000_000:011x}")
     assert periodic.dedup_key("nightly", 1_800_000_000_000) == "periodic:nightly:1800000000"
+    # not computable without the secret: another Redis (another secret) gives another id
+    r.delete(qc.keys.periodic.secret)
+    assert periodic.request_id(QueueClient(r, prefix=qc.keys.prefix), "nightly", 1_800_000_000_000) != a
 
 
 # -- Redis -------------------------------------------------------------------------
@@ -106,7 +113,8 @@ def test_a_due_time_fires_once_and_the_schedule_moves_on(qc):
     assert periodic.run(qc) == []  # nothing more is due
     assert periodic.next_runs(qc, ["tick"])["tick"] == nxt + 1000
     (due, rid, key), = _requests(qc)
-    assert (due, rid, key) == (nxt, periodic.request_id("tick", nxt), f"periodic:tick:{nxt // 1000}")
+    assert (due, rid, key) == (nxt, periodic.request_id(qc, "tick", nxt), f"periodic\x1fperiodic:tick:{nxt // 1000}")
+    assert qc.status(rid)["dedup_key"] == f"periodic:tick:{nxt // 1000}"  # shown without its scope
     assert qc.status(rid)["total"] == 2
     assert periodic.last_runs(qc, ["tick"])["tick"]["request"] == rid
 
@@ -159,10 +167,10 @@ def test_a_lapsed_claim_fires_the_same_due_time_without_a_second_request(qc, mon
 def test_created_but_not_registered_is_registered_by_the_next_claimer(qc):
     d = every(1)
     due = periodic.server_ms(qc) - 200
-    rid = periodic.request_id(d.name, due)
+    rid = periodic.request_id(qc, d.name, due)
     rk = qc.keys.request(rid)
     meta = dict(id=rid, queue="default", processor="echo", priority=50, concurrency=1, state="queued",
-                dedup_key=periodic.dedup_key(d.name, due))
+                dedup_key=scoped_key(PERIODIC, periodic.dedup_key(d.name, due)))
     fields = [len(meta)] + [x for kv in meta.items() for x in kv]
     qc.scripts("create", [rk.meta, rk.items], [0, 0, 1, *fields, "\"x\""])  # then its maker died
     assert periodic.fire(qc, d, due) == rid

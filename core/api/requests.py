@@ -4,7 +4,6 @@ app mounts them twice, under /api/v1/ and, for today's clients, /api/.
 """
 from __future__ import annotations
 
-import json
 import logging
 import re
 from datetime import datetime, timezone
@@ -19,6 +18,8 @@ from ninja import Query, Router, Status
 
 from .. import services, webhooks
 from ..engine.client import TERMINAL, QueueError
+from ..engine.limits import encode_value, utf8_size
+from ..engine.reads import result_json
 from ..models import Queue, RequestRecord
 from . import cursor as cursors
 from .caps import cap
@@ -86,12 +87,18 @@ def _steerable(rid: str) -> None:
         raise ApiError(409, "conflict", f"request {rid} is {status['state']}: nothing to change")
 
 
-def _after_change(rid: str) -> dict:
+STEERED = ("id", "state", "priority", "concurrency", "archived")  # what a steer answer shows without read
+
+
+def _after_change(request, rid: str) -> dict:
+    """The status after a change: all of it with the read scope; else only
+    what the change itself touched (the token may steer, not read)."""
     status = services.engine().status(rid)
     if status is None:
         return {"id": rid, "archived": True}
     services.record(status)
-    return live(rid, status)
+    out = live(rid, status)
+    return out if request.api_token.allows("read") else {k: out.get(k) for k in STEERED}
 
 
 def push_configured_queues(names) -> None:
@@ -126,8 +133,8 @@ def _json_size(item, most: int) -> int | None:
         return None
     if (item is None or isinstance(item, (bool, int, float))) and most >= 5000:
         return None
-    size = len(json.dumps(item, separators=(",", ":"), ensure_ascii=False).encode())
-    return size if size > most else None
+    size = utf8_size(encode_value(item, "an item"))  # QueueError (400) for what no entry point takes
+    return size if size is not None and size > most else None
 
 
 # -- operations -------------------------------------------------------------------
@@ -148,7 +155,9 @@ def submit(request, payload: SubmitIn, response: HttpResponse):
     if payload.then is not None:
         options["then"] = payload.then.model_dump(exclude_none=True)
     sub = services.submit(payload.queue, payload.processor, payload.items, user=request.user, **options)
-    status = services.engine().status(sub.id)
+    # a duplicate is another of this owner's requests: shown whole only to a token that may read
+    shown = not sub.duplicate or request.api_token.allows("read")
+    status = services.engine().status(sub.id) if shown else None
     body = {**(live(sub.id, status) if status else {"id": sub.id}), "duplicate": sub.duplicate,
             "scheduled": sub.scheduled}
     base = "/api/v1" if request.path.startswith("/api/v1/") else "/api"
@@ -187,11 +196,17 @@ def request_list(request, queue: Optional[str] = None, state: Optional[str] = No
 
 
 def _created_and_id(value) -> tuple[datetime, str]:
+    """A request list cursor's [created_at, id]: an id as request ids are
+    (no lone surrogates for the database), a time the database can compare
+    (in UTC, a year from 1 to 9999: OverflowError at the edges)."""
     stamp, rid = value
-    if not isinstance(stamp, str) or not isinstance(rid, str):
+    if not isinstance(stamp, str) or not isinstance(rid, str) or not REQUEST_ID.fullmatch(rid):
         raise TypeError("[created_at, id]")
     created = datetime.fromisoformat(stamp)
-    return (created if created.tzinfo else created.replace(tzinfo=timezone.utc)), rid
+    created = (created if created.tzinfo else created.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+    if not 1 < created.year < 9999:  # the database adapts it again (a time zone, microseconds): keep off the edges
+        raise OverflowError("out of range")
+    return created, rid
 
 
 def request_status(request, rid: str):
@@ -226,7 +241,7 @@ def _result_lines(client, rid):
     buffer, size = [], 0
     try:
         for record in client.results(rid):
-            line = (json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+            line = (result_json(record) + "\n").encode()  # standard JSON, whatever is stored
             buffer.append(line)
             size += len(line)
             if size >= RESULTS_CHUNK_BYTES:
@@ -251,21 +266,21 @@ def cancel(request, rid: str):
     rid = _rid(rid)
     _steerable(rid)
     _steer(lambda: services.engine().cancel(rid))
-    return _after_change(rid)
+    return _after_change(request, rid)
 
 
 def priority(request, rid: str, payload: PriorityIn):
     rid = _rid(rid)
     _steerable(rid)
     _steer(lambda: services.engine().set_priority(rid, payload.priority))
-    return _after_change(rid)
+    return _after_change(request, rid)
 
 
 def concurrency(request, rid: str, payload: ConcurrencyIn):
     rid = _rid(rid)
     _steerable(rid)
     _steer(lambda: services.engine().set_concurrency(rid, payload.concurrency))
-    return _after_change(rid)
+    return _after_change(request, rid)
 
 
 def _steer(action) -> None:
@@ -277,6 +292,8 @@ def _steer(action) -> None:
 
 # -- routes -------------------------------------------------------------------------
 
+STEER_DOC = ("Scope: steer. The answer is the request's status with the read scope; without it, only "
+             "id, state, priority, concurrency and archived.")
 RESULTS_DOC = {"responses": {200: {"description": "one JSON object per line, one line per item, in index order",
                                    "content": {"application/x-ndjson": {
                                        "schema": ResultLine.model_json_schema()}}}}}
@@ -289,7 +306,8 @@ def mount(router: Router, *, legacy: bool = False) -> None:
     router.post("/requests", auth=BearerToken("submit", body="submission"), url_name=name + "submit",
                 response={(200, 201): SubmittedOut, **ERRORS}, summary="Submit a request",
                 description="Scope: submit. 201 for a new request, 200 for a duplicate of a pending or running "
-                            "one (see dedup_key); Location names the new request.", **shown)(submit)
+                            "one of the same owner (see dedup_key; its status only with the read scope, else "
+                            "its id); Location names the new request.", **shown)(submit)
     if not legacy:
         router.get("/requests", auth=BearerToken("read"), url_name=name + "list",
                    response={200: RequestPage, **ERRORS}, summary="List requests, newest first",
@@ -304,10 +322,10 @@ def mount(router: Router, *, legacy: bool = False) -> None:
                openapi_extra=RESULTS_DOC, **shown)(request_results)
     steer = {"response": {200: RequestOut, 409: ErrorOut, **ERRORS}, **shown}
     router.post("/requests/{rid}/cancel", auth=BearerToken("steer"), url_name=name + "cancel",
-                summary="Cancel a request", description="Scope: steer.", **steer)(cancel)
+                summary="Cancel a request", description=STEER_DOC, **steer)(cancel)
     router.post("/requests/{rid}/priority", auth=BearerToken("steer", body="small"), url_name=name + "priority",
-                summary="Change a request's priority", description="Scope: steer.", **steer)(priority)
+                summary="Change a request's priority", description=STEER_DOC, **steer)(priority)
     router.post("/requests/{rid}/concurrency", auth=BearerToken("steer", body="small"),
                 url_name=name + "concurrency", summary="Change a request's concurrency limit",
-                description="Scope: steer.", **steer)(concurrency)
+                description=STEER_DOC, **steer)(concurrency)
 

@@ -7,7 +7,6 @@ both mixed into `QueueClient`. No Django in here.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import secrets
@@ -21,6 +20,7 @@ from . import ratelimit, schedule, webhook_store
 from .config import MAX_CONCURRENCY, QueueConfig
 from .errors import QueueError
 from .keys import GROUP, Keys, QueueKeys, RequestKeys, slot_tag
+from .dedup import INTERNAL, check_scope as _scope, default_dedup_key, scoped_key
 from .limits import check_dedup_key, check_text, payloads as checked_payloads
 from .reads import TERMINAL, Reads, parse_status
 from .scripts import Code, Scripts, ScriptError, check
@@ -44,14 +44,6 @@ def new_request_id(queue: str | None = None) -> str:
     with a queue, for a one-item request made in the queue's slot (keys.py)."""
     rid = f"{int(time.time() * 1000):011x}{secrets.token_hex(3)}"
     return f"{rid}-{slot_tag(queue)}" if queue else rid
-
-
-def default_dedup_key(processor: str, payloads: list[str]) -> str:
-    h = hashlib.sha256(processor.encode())
-    for p in payloads:
-        h.update(b"\n")
-        h.update(p.encode())
-    return h.hexdigest()
 
 
 class QueueClient(Steering, Reads):
@@ -129,9 +121,10 @@ class QueueClient(Steering, Reads):
                dedup_key: str | None = None, dedup: bool = True, time_limit: float | None = None,
                callback_url: str | None = None, callback_signer: str = "", then: dict | None = None,
                rate_limit: str | None = None, request_id: str | None = None,
-               parent: str | None = None) -> Submission:
+               parent: str | None = None, dedup_scope: str = INTERNAL) -> Submission:
         """Submit a request of items. A duplicate of a pending or running request
-        (same de-dup key; by default a hash of processor and items) returns it.
+        (same de-dup key; by default a hash of processor and items) returns it,
+        within `dedup_scope` (whose submissions may be its duplicates: a user's).
         `time_limit` (seconds, 0 = none) overrides the queue's per-item limit.
         `callback_url`: POST the summary there when it finishes (core/webhooks.py).
         `then`: the request that follows this one (core/engine/chains.py).
@@ -140,7 +133,7 @@ class QueueClient(Steering, Reads):
         `request_id` and `parent` are for follow-ups: a fixed id, and its parent."""
         config, priority, concurrency = self._validate(queue, processor, priority, concurrency)
         then = self._then(then, queue)
-        dedup_key = check_dedup_key(dedup_key)
+        dedup_key, dedup_scope = check_dedup_key(dedup_key), _scope(dedup_scope)
         payloads = checked_payloads(items)  # QueueError on text that is not valid Unicode, or over a cap
         if not payloads:
             raise QueueError("a request needs at least one item")
@@ -151,7 +144,8 @@ class QueueClient(Steering, Reads):
         rid = request_id or new_request_id(queue if lean else None)
         rk = self.keys.request(rid)
         meta = dict(id=rid, queue=queue, processor=processor, priority=priority, concurrency=concurrency,
-                    state="scheduled" if delay_ms else "queued", dedup_key=(dedup_key or "") if dedup else "")
+                    state="scheduled" if delay_ms else "queued",
+                    dedup_key=scoped_key(dedup_scope, dedup_key or "") if dedup else "")
         _time_limit(meta, time_limit)
         _callback(meta, callback_url, callback_signer)
         rate = _rate_limit(meta, rate_limit)
@@ -236,16 +230,18 @@ class QueueClient(Steering, Reads):
     def begin(self, queue: str, processor: str, *, priority: int | None = None, concurrency: int | None = None,
               delay: float = 0, expires_in: float | None = None, dedup_key: str | None = None,
               time_limit: float | None = None, callback_url: str | None = None,
-              callback_signer: str = "", rate_limit: str | None = None) -> Submission:
+              callback_signer: str = "", rate_limit: str | None = None,
+              dedup_scope: str = INTERNAL) -> Submission:
         """Open a streamed request: add items with `add`, then `finalize`.
         De-duplication applies only with an explicit key (items are unknown yet)."""
         _, priority, concurrency = self._validate(queue, processor, priority, concurrency)
-        dedup_key = check_dedup_key(dedup_key)
+        dedup_key, dedup_scope = check_dedup_key(dedup_key), _scope(dedup_scope)
         delay_ms, expires_ms = _ms(delay, "delay"), _ms(expires_in or 0, "expiry")
         rid = new_request_id()
         rk = self.keys.request(rid)
         meta = dict(id=rid, queue=queue, processor=processor, priority=priority, concurrency=concurrency,
-                    state="scheduled" if delay_ms else "queued", dedup_key=dedup_key or "", streamed=1)
+                    state="scheduled" if delay_ms else "queued", dedup_key=scoped_key(dedup_scope, dedup_key or ""),
+                    streamed=1)
         _time_limit(meta, time_limit)
         _callback(meta, callback_url, callback_signer)
         rate = _rate_limit(meta, rate_limit)

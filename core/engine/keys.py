@@ -187,6 +187,10 @@ class PeriodicKeys:
     def state(self) -> str:  # HASH name -> JSON: last due, last run, last request id, next run, error
         return self._k("state")
 
+    @property
+    def secret(self) -> str:  # STRING random bytes (hex) that fires' request ids are keyed with (periodic.py)
+        return self._k("secret")
+
 
 class Keys:
     """Key factory bound to one prefix."""

@@ -20,6 +20,11 @@ derived from schedule and due time (`request_id`), `create` finds it made
 already and no second request appears. Each request's de-dup key names the
 schedule and due time too (`dedup_key`).
 
+Unsquattable (issue 20): a fire's de-dup key lives in the periodic scope,
+which no submission may use (dedup.py), so nobody can take a due time
+first; its request id is keyed with a random secret kept in Redis
+(``secret``), so it cannot be computed in advance either.
+
 Downtime: a due time more than a grace (one period, at most a minute) past
 when it is claimed was missed. Policy "once" fires one request for all
 missed times (keyed by the latest of them), "skip" fires none; due times
@@ -32,6 +37,7 @@ last) are read in the schedule's time zone.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import logging
 import secrets
@@ -41,6 +47,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from redis.exceptions import RedisError
 
+from .dedup import PERIODIC, scoped_key
 from .errors import QueueError
 from .limits import payloads as checked_payloads
 from .reads import TERMINAL
@@ -53,6 +60,9 @@ BATCH = 50  # schedules claimed per call
 MAX_GRACE_MS = 60_000  # a due time later than this (or one period) when claimed counts as missed
 MAX_FIRES = 100  # on-time due times fired for one claim (a cron firing many times within its grace)
 MAX_ITEMS = 2000  # items of one periodic request (one create call)
+MAX_ITEMS_BYTES = 1024 * 1024  # a periodic request's items in all (check_volume)
+BYTES_PER_SECOND = 1024  # items a schedule may submit per second of its shortest period (check_volume)
+ITEM_OVERHEAD = 64  # bytes an item costs beyond its JSON text, counted by check_volume
 REPAIR_SECONDS = 30.0  # how often a worker puts back definitions missing from `due`
 CATCH_UP = ("once", "skip")
 
@@ -101,7 +111,21 @@ class Definition:
             raise QueueError("a periodic request needs at least one item")
         if len(self.items) > MAX_ITEMS:
             raise QueueError(f"a periodic request has at most {MAX_ITEMS:,} items")
-        checked_payloads(self.items)
+        check_volume(checked_payloads(self.items), self.shortest_period())
+
+    def shortest_period(self) -> int:
+        """The least time (s) between two fires: the interval, or a cron
+        expression's shortest gap (a minute, unless it has a seconds field)."""
+        if self.interval:
+            return self.interval
+        from croniter import croniter
+
+        fields = croniter.expand(self.cron)[0]
+        if len(fields) < 6:
+            return 60
+        seconds = sorted(range(60) if fields[5] == ["*"] else {int(s) for s in fields[5]})
+        gaps = [b - a for a, b in zip(seconds, seconds[1:])] + [60 - seconds[-1] + seconds[0]]
+        return min(gaps)
 
     # -- due times (ms) ---------------------------------------------------------
 
@@ -118,6 +142,21 @@ class Definition:
             step = self.interval * 1000
             return t_ms // step * step
         return int(round(_cron(self.cron, self.tz, t_ms + 1).get_prev(float) * 1000))
+
+
+def check_volume(payloads: list[str], period: int) -> None:
+    """What a schedule may pour into Redis: its items (each counted as its
+    JSON text plus ITEM_OVERHEAD bytes) at most MAX_ITEMS_BYTES, and at most
+    BYTES_PER_SECOND for each second between two fires (a 1 s interval takes
+    1 KiB of items, a minute 60 KiB, 17 minutes and more 1 MiB)."""
+    size = sum(len(p.encode()) + ITEM_OVERHEAD for p in payloads)
+    if size > MAX_ITEMS_BYTES:
+        raise QueueError(f"a periodic request's items are at most {MAX_ITEMS_BYTES // 1024:,} KiB "
+                         f"({size:,} bytes, counting {ITEM_OVERHEAD} bytes per item)")
+    if size > BYTES_PER_SECOND * period:
+        raise QueueError(f"items of {size:,} bytes (counting {ITEM_OVERHEAD} per item) need at least "
+                         f"{-(-size // BYTES_PER_SECOND):,} s between fires, and this one fires every {period} s: "
+                         f"a periodic request may submit {BYTES_PER_SECOND:,} bytes of items per second")
 
 
 def _cron(expr: str, tz: str, t_ms: int):
@@ -147,13 +186,29 @@ def check_cron(expr: str, tz: str = "UTC") -> None:
         raise QueueError(f"the cron expression {expr!r} never comes due") from None
 
 
-def request_id(name: str, due_ms: int) -> str:
-    """Derived from schedule and due time: time first, so ids sort by due time
-    (31 characters, within the dashboard's request id pattern)."""
-    return f"{due_ms:011x}{hashlib.blake2b(name.encode(), digest_size=10).hexdigest()}"
+def request_id(client, name: str, due_ms: int) -> str:
+    """Derived from schedule and due time, keyed with the secret (unknown
+    outside Redis): the same for every claimer, unpredictable to anyone
+    else. Time first, so ids sort by due time (31 characters, within the
+    dashboard's request id pattern)."""
+    mac = hmac.new(_secret(client), f"{name}\x00{due_ms}".encode(), hashlib.blake2b)
+    return f"{due_ms:011x}{mac.hexdigest()[:20]}"
+
+
+def _secret(client) -> bytes:
+    """The key of periodic request ids: made once per Redis (SET NX), cached
+    per client."""
+    cached = getattr(client, "_periodic_secret", None)
+    if cached is None:
+        key = client.keys.periodic.secret
+        client.redis.set(key, secrets.token_hex(32), nx=True)
+        raw = client.redis.get(key)
+        cached = client._periodic_secret = raw if isinstance(raw, bytes) else raw.encode()
+    return cached
 
 
 def dedup_key(name: str, due_ms: int) -> str:
+    """The fire's de-dup key as shown; stored in the periodic scope (dedup.py)."""
     return f"periodic:{name}:{due_ms // 1000 if due_ms % 1000 == 0 else due_ms / 1000}"
 
 
@@ -211,11 +266,11 @@ def fire(client, d: Definition, due_ms: int, manual: bool = False, missed: bool 
     this due time was fired already). QueueError if the engine refuses it.
     The request's meta names the schedule (`periodic`), its due time
     (`due_at`) and, when it stands for missed times, `caught_up`."""
-    rid = request_id(d.name + ("\x00now" if manual else ""), due_ms)
+    rid = request_id(client, d.name + ("\x00now" if manual else ""), due_ms)
     rk = client.keys.request(rid)
     _, priority, concurrency = client._validate(d.queue, d.processor, d.priority, d.concurrency)
     payloads = checked_payloads(d.items)
-    key = dedup_key(d.name, due_ms) + (":now" if manual else "")
+    key = scoped_key(PERIODIC, dedup_key(d.name, due_ms) + (":now" if manual else ""))
     meta = dict(id=rid, queue=d.queue, processor=d.processor, priority=priority, concurrency=concurrency,
                 state="queued", dedup_key=key, periodic=d.name, due_at=due_ms)
     if missed:
@@ -235,7 +290,7 @@ def fire(client, d: Definition, due_ms: int, manual: bool = False, missed: bool 
     pipe = client.redis.pipeline(transaction=False)
     client._enqueue(pipe, d.queue, rid, priority, concurrency, key, 0, len(payloads))
     code, other = client.scripts.execute(pipe)[0][:2]
-    if int(code) == 2 and other != rid:  # someone submitted with our de-dup key by hand: that one stands
+    if int(code) == 2 and other != rid:  # this due time fired under another id (the secret was lost): that one stands
         client.redis.delete(*rk.all())
         return other
     return rid

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Iterator
 
+from .dedup import split_key
 from .errors import QueueError
 
 TERMINAL = ("completed", "failed", "cancelled", "expired")
@@ -179,12 +180,28 @@ def parse_status(meta: dict, leased: int, dead: int) -> dict:
     st["in_flight"] = int(leased)
     st["dead"] = int(dead)
     st.pop("pub", None)
+    if st.get("dedup_key"):  # the caller's key; its scope apart (dedup.py)
+        st["dedup_scope"], st["dedup_key"] = split_key(st["dedup_key"])
     if "then" in st:  # a chained request: what follows it (core/engine/chains.py)
         try:
             st["then"] = json.loads(st["then"])
         except ValueError:
             st.pop("then")
     return st
+
+
+def result_json(record: dict, compact: bool = True) -> str:
+    """A result record as one line of standard JSON (a results download). A
+    record stored before results were checked (limits.encode_value) that
+    holds NaN or Infinity comes out as a corrupt one, not as invalid JSON."""
+    separators = (",", ":") if compact else (", ", ": ")
+    try:
+        text = json.dumps(record, ensure_ascii=False, allow_nan=False, separators=separators)
+    except ValueError:
+        text = json.dumps({"index": record.get("index"), "status": "corrupt",
+                           "error": "the stored record is not standard JSON (it holds NaN or Infinity)"},
+                          separators=separators)
+    return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def parse_item(answer) -> dict | None:

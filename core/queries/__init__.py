@@ -19,10 +19,10 @@ from .base import Page, now_ms, queue_names
 from .dead import dead_page, dead_pairs
 from .inflight import inflight_page, inflight_pairs
 from .overview import THROUGHPUT_MINUTES, overview, queue_overview, queues_detail
-from .requests import LIVE_STATES, overlay, request_items, request_view, results_iter, status, with_rates
+from .requests import LIVE_STATES, entry_cursor, overlay, request_items, request_view, results_iter, status, with_rates
 from .scheduled import scheduled
 from .workers import workers
 
-__all__ = ["Page", "overview", "queue_overview", "queues_detail", "request_view", "request_items", "results_iter",
-           "status", "with_rates", "inflight_page", "inflight_pairs", "dead_page", "dead_pairs", "scheduled",
+__all__ = ["Page", "overview", "queue_overview", "queues_detail", "request_view", "request_items", "entry_cursor",
+           "results_iter", "status", "with_rates", "inflight_page", "inflight_pairs", "dead_page", "dead_pairs", "scheduled",
            "workers", "overlay", "queue_names", "parse_status", "now_ms", "LIVE_STATES", "THROUGHPUT_MINUTES"]

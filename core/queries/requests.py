@@ -2,6 +2,7 @@
 live overlay."""
 from __future__ import annotations
 
+import re
 import time
 
 from queueadmin.core.engine import ratelimit
@@ -151,12 +152,33 @@ def _entry_rows(rid: str, entries: list, lean: dict | None = None) -> list[dict]
     return rows
 
 
+STREAM_ID = re.compile(r"^(\d{1,20})-(\d{1,20})$")
+LAST_PART = 2**64 - 1  # a stream id is two 64-bit numbers
+
+
+def entry_cursor(value, end_ok: bool = False) -> str | None:
+    """An item cursor (a stream entry id, or "$" for the last page when
+    `end_ok`) as Redis takes it, or None for anything else: a bad cursor
+    shows the first page instead of reaching Redis as an error."""
+    if not isinstance(value, str):
+        return None
+    if value == "$":
+        return value if end_ok else None
+    m = STREAM_ID.match(value)
+    if not m or int(m[1]) > LAST_PART or int(m[2]) > LAST_PART:
+        return None
+    return f"{int(m[1])}-{int(m[2])}"
+
+
 def request_items(rid: str, after: str | None = None, before: str | None = None, size: int = 50) -> dict:
     """A page of a request's items in stream order, by cursor (entry ids), so
     any page costs the same however long the request is."""
     r = rdb()
     rk = keys().request(rid)
     size = max(1, min(500, size))
+    after, before = entry_cursor(after, end_ok=True), entry_cursor(before)
+    if before == "0-0" or after == f"{LAST_PART}-{LAST_PART}":
+        after = before = None  # nothing lies beyond either end ("(0-0" is not a range Redis takes)
     lean = client().lean_item(rid)
     if lean is not None:  # one item, in a hash (core/engine/reads.py)
         on_page = lean and not before and (not after or after == "$")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from queueadmin.core import services
 from queueadmin.core.engine import schedule
 from queueadmin.core.engine.client import TERMINAL
+from queueadmin.core.engine.dedup import split_key
 
 from .base import _int, keys, queue_names, rdb
 
@@ -26,7 +27,7 @@ def scheduled(queue: str | None = None) -> list[dict]:
             rows.append({"request": rid, "queue": name, "start_at": at / 1000, "processor": proc or "",
                          "priority": _int(prio), "concurrency": _int(conc), "total": _int(total),
                          "created_at": _int(created) / 1000 if created else None,
-                         "expires_at": _int(expires) / 1000 if expires else None, "dedup_key": dkey or "",
+                         "expires_at": _int(expires) / 1000 if expires else None, "dedup_key": split_key(dkey or "")[1],
                          "state": state or "?"})
     rows.sort(key=lambda x: x["start_at"])
     return rows

@@ -133,21 +133,77 @@ def pct(value):
 
 @register.filter
 def preview(value, length=120):
-    """A payload or result as short text (JSON for non-strings)."""
-    if value is None:
-        return ""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    length = int(length)
+    """A payload or result as short text (JSON for non-strings); never raises,
+    however deep or large the value (see `shown`)."""
+    try:
+        length = max(2, int(length))
+    except (TypeError, ValueError):
+        length = 120
+    text = shown(value, length)
     return text if len(text) <= length else text[:length - 1] + "…"
 
 
 @register.filter
 def pretty(value):
+    """A value as indented JSON, at most PRETTY_CHARS characters; never raises."""
+    text = shown(value, PRETTY_CHARS, indent=2)
+    return text if len(text) <= PRETTY_CHARS else text[:PRETTY_CHARS] + "\n… (cut)"
+
+
+PRETTY_CHARS = 200_000
+SHOWN_DEPTH = 32  # levels of lists and objects shown; deeper ones show as […] or {…}
+_CUT = "\x00…\x00"  # stands for what is left out; rendered as a bare …
+_CUT_JSON = json.dumps(_CUT, ensure_ascii=False)
+
+
+def shown(value, chars: int, indent: int | None = None) -> str:
+    """`value` as display text: strings as they are, anything else as JSON,
+    enough of it for `chars` characters (the caller cuts), never more than
+    SHOWN_DEPTH levels deep (its own recursion, and json's, stay bounded:
+    a 5000-deep value in a template is not a RecursionError and a 500).
+    Lone surrogates become escapes, so the page can be encoded."""
     if value is None:
         return ""
+    try:
+        if isinstance(value, str):
+            text = value[:chars + 1]
+        else:
+            text = json.dumps(_bounded(value, SHOWN_DEPTH, [chars]), ensure_ascii=False, indent=indent)
+            text = text.replace(_CUT_JSON, "…")
+    except Exception:  # a value no JSON encoder takes (not from Redis): its type only
+        return f"({type(value).__name__})"
+    return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _bounded(value, depth: int, budget: list[int]):
+    """A copy of `value` cut to `depth` levels and about budget[0] elements
+    (each shows as one character at least), strings to that many characters."""
+    budget[0] -= 1
     if isinstance(value, str):
+        return value if len(value) <= budget[0] + 1 else value[:max(1, budget[0])] + "…"
+    if isinstance(value, (list, tuple)):
+        if not value or depth <= 0:
+            return [_CUT] if value else []
+        out = []
+        for v in value:
+            if budget[0] <= 0:
+                out.append(_CUT)
+                break
+            out.append(_bounded(v, depth - 1, budget))
+        return out
+    if isinstance(value, dict):
+        if not value or depth <= 0:
+            return {"…": _CUT} if value else {}
+        out = {}
+        for k, v in value.items():
+            if budget[0] <= 0:
+                out["…"] = _CUT
+                break
+            out[str(k)] = _bounded(v, depth - 1, budget)
+        return out
+    if value is None or isinstance(value, (bool, int, float)):
         return value
-    return json.dumps(value, ensure_ascii=False, indent=2)
+    return str(value)
 
 
 @register.filter

@@ -3,7 +3,6 @@ Redis) and one request's page with its items and actions."""
 from __future__ import annotations
 
 import itertools
-import json
 
 from django.contrib import messages
 from django.http import Http404, StreamingHttpResponse
@@ -15,6 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 from queueadmin.core import queries, webhooks
 from queueadmin.core.engine.client import QueueError
 from queueadmin.core.engine.config import MAX_CONCURRENCY
+from queueadmin.core.engine.reads import result_json
 from queueadmin.core.forms import RequestFilterForm
 from queueadmin.core.models import RequestRecord
 
@@ -85,6 +85,8 @@ def request_bulk(request):
 
 
 def detail_context(request, rid: str, after: str | None = None, before: str | None = None) -> dict | None:
+    """`after`/`before` are item cursors as given (a bad one shows the first page)."""
+    after, before = queries.entry_cursor(after, end_ok=True), queries.entry_cursor(before)
     st = queries.request_view(rid)
     if st is None:
         return None
@@ -97,20 +99,12 @@ def detail_context(request, rid: str, after: str | None = None, before: str | No
             "max_concurrency": MAX_CONCURRENCY}
 
 
-def _cursor(value: str | None) -> str | None:
-    from .common import ENTRY
-
-    if value == "$":
-        return value
-    return value if value and ENTRY.match(value) else None
-
-
 @never_cache
 @require_GET
 @staff_required
 def request_detail(request, rid):
     check_rid(rid)
-    ctx = detail_context(request, rid, _cursor(request.GET.get("after")), _cursor(request.GET.get("before")))
+    ctx = detail_context(request, rid, request.GET.get("after"), request.GET.get("before"))
     if ctx is None:
         return page(request, "queueadmin/not_found.html", {"what": "request", "rid": rid}, "requests", status=404)
     return page(request, "queueadmin/request.html", ctx, "requests")
@@ -133,7 +127,7 @@ def request_results(request, rid):
         about 64 KB: memory stays flat whatever the request's size."""
         buf, size = [], 0
         for rec in itertools.chain([first] if first is not None else [], records):
-            line = json.dumps(rec, ensure_ascii=False) + "\n"
+            line = result_json(rec, compact=False) + "\n"  # standard JSON, whatever is stored
             buf.append(line)
             size += len(line)
             if size >= 65536:
