@@ -29,15 +29,16 @@ def _live_failed(queue: str) -> list[str]:
             if rid and _int(failed) - _int(discarded) > 0]
 
 
-def candidates(queue: str | None = None, request: str | None = None) -> dict[str, str]:
-    """Requests that may have dead letters: id -> queue."""
+def candidates(queue: str | None = None, request: str | None = None, names: list[str] | None = None) -> dict[str, str]:
+    """Requests that may have dead letters: id -> queue (of `names`, default
+    every queue, configured only in the database too)."""
     from queueadmin.core.models import RequestRecord
 
     if request:
         name = rdb().hget(keys().request(request).meta, "queue")
         return {request: name} if name else {}
     found: dict[str, str] = {}
-    for name in ([queue] if queue else queue_names()):
+    for name in ([queue] if queue else names if names is not None else queue_names()):
         for rid in _live_failed(name):
             found[rid] = name
     qs = RequestRecord.objects.filter(failed__gt=0)
@@ -55,6 +56,16 @@ def _counted(found: dict[str, str]) -> list[tuple[str, int]]:
     for rid in rids:
         pipe.zcard(keys().request(rid).dead)
     return [(rid, n) for rid, n in zip(rids, pipe.execute()) if n]
+
+
+def counts_by_queue() -> dict[str, int]:
+    """Dead letters per queue, counted as the page counts them (live requests
+    and finished ones still in Redis): what /metrics and `queue_status` say."""
+    found = candidates(names=client().queues())  # the queues Redis knows: counting writes nothing
+    out = {name: 0 for name in set(found.values())}
+    for rid, n in _counted(found) if found else []:
+        out[found[rid]] += n
+    return out
 
 
 def _window(counts: list[tuple[str, int]], start: int, stop: int) -> list[tuple[str, int, int]]:

@@ -15,6 +15,7 @@ from django.db import DatabaseError
 from queueadmin.core import conf
 from queueadmin.core import services
 from queueadmin.core.engine.keys import Keys
+from queueadmin.core.queries.dead import counts_by_queue
 
 from ._cli import iso, user_errors
 
@@ -61,6 +62,15 @@ def configured_only(known: set[str]) -> list[str]:
         return sorted(Queue.objects.exclude(name__in=known).values_list("name", flat=True))
     except DatabaseError:  # no database yet: Redis's view is all there is
         return []
+
+
+def dead_counts() -> dict[str, int]:
+    """Dead letters per queue as the Dead letters page counts them (finished
+    requests' too); without a database, {}: live requests' only."""
+    try:
+        return counts_by_queue()
+    except DatabaseError:
+        return {}
 
 
 class Command(BaseCommand):
@@ -125,14 +135,14 @@ class Command(BaseCommand):
     def overview(self) -> dict:
         client = services.engine()
         workers = live_workers_info(client.redis)
-        queues = []
+        queues, dead_letters = [], dead_counts()
         for name in client.queues():
             stats = client.queue_stats(name)
             serving = [w["id"] for w in workers if w["live"] and (name in w["queues"] or not w["queues"])]
             queues.append({
                 "queue": name, "paused": stats["paused"], "requests": stats["requests"], "depth": stats["depth"],
                 "depth_by_priority": {str(p): n for p, n in stats["depth_by_priority"].items()},
-                "in_flight": stats["in_flight"], "scheduled": stats["scheduled"], "dead_letters": stats["dead"],
+                "in_flight": stats["in_flight"], "scheduled": stats["scheduled"], "dead_letters": dead_letters.get(name, stats["dead"]),
                 "live_workers": len(serving), "workers": serving,
             })
         for name in configured_only({q["queue"] for q in queues}):
