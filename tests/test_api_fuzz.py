@@ -4,6 +4,7 @@ answer is never a 5xx or a traceback, errors have the one JSON shape, and
 every accepted submission round-trips exactly through its results."""
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -18,6 +19,8 @@ FIELDS = ["queue", "processor", "items", "priority", "concurrency", "delay_secon
           "time_limit", "dedup_key", "dedup"]
 FUZZ = hsettings(max_examples=100, deadline=None, derandomize=True, database=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ_FIXTURE = hsettings(FUZZ, max_examples=60,  # a test's fixtures serve all its examples: that is the point here
+                         suppress_health_check=[*FUZZ.suppress_health_check, HealthCheck.function_scoped_fixture])
 
 # text with lone surrogates, NUL, right-to-left marks and markup among ordinary characters
 awkward_chars = st.sampled_from(["\ud800", "\udfff", "\udc00", "\x00", "\u202e", "\u200f", "<b>", "&amp;", "\ufeff",
@@ -142,3 +145,60 @@ def test_every_field_with_every_wrong_type(api, field):
             assert field in response.json()["error"] or response.json()["code"] in ("bad_unicode", "invalid")
 
     wrong()
+
+
+# -- the one check of items, and list cursors (issue 20) ---------------------------------------
+
+deep_item_texts = st.one_of(  # JSON text of one item nested around the limit (64), or far past it
+    st.builds(lambda v, n: "[" * n + json.dumps(v) + "]" * n, json_values, st.integers(58, 70)),
+    st.builds(lambda n: '{"k":' * n + "1" + "}" * n, st.integers(58, 70)),
+    st.integers(100, 1100).map(lambda n: "[" * n + "]" * n),
+    json_values.map(json.dumps))
+
+
+@FUZZ_FIXTURE
+@given(item=deep_item_texts)
+def test_items_get_the_check_every_entry_point_makes(api, item):
+    """201 exactly when the engine's check takes the item (the form, the
+    command, the Python client and Django Tasks make the same one), with its
+    message otherwise; what is taken round-trips."""
+    from queueadmin.core.engine.errors import QueueError
+    from queueadmin.core.engine.limits import check_item
+
+    raw = f'{{"queue":"default","processor":"echo","dedup":false,"items":[{item}]}}'.encode()
+    response = post_raw(api, raw)
+    check_shape(response, item[:80])
+    try:
+        value = json.loads(item)
+    except RecursionError:  # past the parser's own limit: refused as malformed
+        assert response.json()["code"] == "malformed_json"
+        return
+    try:
+        check_item(value, "item 0")
+    except QueueError as exc:
+        assert response.status_code == 400, response.content[:300]
+        if response.json()["code"] != "bad_unicode":  # the body parser names a lone surrogate's place first
+            assert response.json()["error"] == str(exc), response.content[:300]
+        return
+    assert response.status_code == 201, response.content[:300]
+    assert services.engine().items(response.json()["id"])[0]["payload"] == value
+
+
+cursor_values = st.one_of(
+    st.lists(st.one_of(st.sampled_from(["9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+14:00",
+                                        "0001-01-01T00:00:00", "2025-06-01T12:00:00+00:00"]), texts,
+                       st.integers(), st.floats(allow_nan=False)), max_size=3),
+    json_values)
+
+
+@FUZZ_FIXTURE
+@given(cursor=st.one_of(
+    cursor_values.map(lambda v: base64.urlsafe_b64encode(json.dumps(v).encode()).decode().rstrip("=")),
+    st.integers(1, 3000).map(lambda n: base64.urlsafe_b64encode(("[" * n + "]" * n).encode()).decode()),
+    st.binary(max_size=60).map(lambda b: base64.urlsafe_b64encode(b).decode()),
+    st.text(max_size=80)))
+def test_list_cursors_are_a_page_or_a_400(api, cursor):
+    for url in ("/api/v1/requests", "/api/v1/queues"):
+        response = api.client.get(url, {"cursor": cursor}, headers={"Authorization": f"Bearer {api.key}"})
+        check_shape(response, (url, cursor[:80]))
+        assert response.status_code in (200, 400), response.content[:300]

@@ -1,7 +1,11 @@
-"""Property tests (hypothesis) of the dashboard's submit form and of
-`queue_submit`'s input (plain lines, --json lines, file bytes): whatever is
-sent, the answer is a page (never a 5xx) or a one-line command error (never
-another exception, so never a traceback), and whatever is accepted
+"""Property tests (hypothesis) of every entry point's input: the dashboard's
+submit form, `queue_submit` (plain lines, --json lines, file bytes), the
+Python client, Django Tasks, periodic definitions and the request page's
+item cursors: whatever is sent, the answer is a page (never a 5xx), a
+one-line command error or the entry point's own exception (never another,
+so never a traceback); every entry point applies the one check of
+core/engine/limits.py (depth, size, NaN and Infinity, lone surrogates), so
+each accepts exactly what `check_item` accepts; and whatever is accepted
 round-trips exactly. Real redis-server, test database."""
 from __future__ import annotations
 
@@ -19,8 +23,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from queueadmin.core import services
-from queueadmin.core.engine.limits import encode
+from queueadmin.core.engine.errors import QueueError
+from queueadmin.core.engine.limits import check_item, encode
 from queueadmin.core.management.commands.queue_submit import split_lines
+from queueadmin.core.tasks import task_backends
+from tests.test_tasks import taskapp  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.django_db
 
@@ -38,10 +45,43 @@ json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | any_text,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(any_text, inner, max_size=4),
     max_leaves=12)
+
+
+def nest(value, levels: int):
+    for _ in range(levels):
+        value = [value] if levels % 2 else {"k": value}
+    return value
+
+
+# around the depth limit (limits.MAX_DEPTH = 64): either side of it, and far past Python's recursion limit
+deep_values = st.one_of(st.builds(nest, json_values, st.integers(58, 70)), st.builds(nest, st.none(), st.just(3000)))
+hostile_values = st.one_of(json_values, json_values, deep_values)
+# JSON text nested around the limit, and past the JSON parser's own limit (about 1000 levels)
+deep_lines = st.one_of(st.builds(nest, json_values, st.integers(58, 70)).map(json.dumps),
+                       st.integers(58, 1200).map(lambda n: "[" * n + "1" + "]" * n))
 # a line of "JSON" input: a real JSON value (as ASCII or not), or junk
-json_lines = st.one_of(json_values.map(json.dumps), json_values.map(encode), any_text)
+json_lines = st.one_of(json_values.map(json.dumps), json_values.map(encode), any_text, deep_lines)
 # the same as an HTTP form can carry them (lone surrogates only as \ud800 escapes)
-form_json_lines = st.one_of(json_values.map(json.dumps), http_text)
+form_json_lines = st.one_of(json_values.map(json.dumps), http_text, deep_lines)
+
+
+def accepted_by_the_check(value) -> bool:
+    """What every entry point takes (core/engine/limits.py)."""
+    try:
+        check_item(value, "item")
+    except QueueError:
+        return False
+    return True
+
+
+def json_line_ok(line: str) -> bool:
+    """A line of JSON input that every entry point takes: JSON (NaN parses,
+    and is then refused by the check), within the check's limits."""
+    try:
+        value = json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return accepted_by_the_check(value)
 
 
 @pytest.fixture
@@ -89,8 +129,10 @@ def test_form_text_items(staff, text, key):
 def test_form_json_items(staff, lines):
     rid = submitted(staff.post(reverse("queueadmin:submit"), {"queue": "default", "processor": "echo",
                                                    "items": "\n".join(lines), "json_items": "on"}))
+    kept = form_lines("\n".join(lines))
+    assert (rid is not None) == (bool(kept) and all(json_line_ok(line) for line in kept))  # the one check
     if rid:
-        assert stored(rid) == [encode(json.loads(line)) for line in form_lines("\n".join(lines))]
+        assert stored(rid) == [encode(json.loads(line)) for line in kept]
 
 
 @FUZZ
@@ -132,6 +174,8 @@ def test_queue_submit_plain_lines(redis_url, text):
 def test_queue_submit_json_lines(redis_url, lines):
     text = "\n".join(lines)
     rid = queue_submit("-", stdin=io.StringIO(text), json=True, no_dedup=True)
+    lines = split_lines(text)
+    assert (rid is not None) == (bool(lines) and all(json_line_ok(x) for x in lines))  # the one check
     if rid:
         assert stored(rid) == [encode(json.loads(x)) for x in split_lines(text)]
 
@@ -145,3 +189,77 @@ def test_queue_submit_file_bytes(redis_url, tmp_path_factory, data, as_json):
     if rid:
         lines = split_lines(data.decode("utf-8"))
         assert stored(rid) == [encode(json.loads(x) if as_json else x) for x in lines]
+
+
+# -- the Python client, Django Tasks, periodic definitions: the same check ----------------
+
+
+@FUZZ
+@given(value=hostile_values)
+def test_the_python_client_takes_what_the_check_takes(redis_url, value):
+    eng = services.engine()
+    if "default" not in eng.queues():
+        services.sync_queues()
+    try:
+        rid = eng.submit("default", "echo", ["first", value], dedup=False).id
+    except QueueError as exc:
+        assert not accepted_by_the_check(value)
+        with pytest.raises(QueueError) as same:
+            check_item(value, "item 1")
+        assert str(exc) == str(same.value)  # the one message, whichever entry point
+        return
+    assert accepted_by_the_check(value)
+    assert stored(rid) == ['"first"', encode(value)]
+
+
+@FUZZ
+@given(value=hostile_values)
+def test_django_tasks_take_what_the_check_takes(taskapp, value):
+    from tests.taskapp import tasks
+
+    payload = {"args": [value], "kwargs": {}}
+    try:
+        result = tasks.echo.enqueue(value)
+    except TypeError as exc:
+        assert not accepted_by_the_check(payload) and "must be JSON" in str(exc)
+        return
+    assert accepted_by_the_check(payload)
+    assert encode(task_backends["default"].get_result(result.id).args) == encode([value])
+
+
+@FUZZ
+@given(value=hostile_values)
+def test_periodic_definitions_take_what_the_check_takes(redis_url, value):
+    from queueadmin.core.engine import periodic
+
+    eng = services.engine()
+    if "default" not in eng.queues():
+        services.sync_queues()
+    d = periodic.Definition(name=f"fuzz-{uuid.uuid4().hex[:12]}", queue="default", processor="echo", items=[value],
+                            interval=3600)
+    try:
+        d.check()
+    except QueueError:
+        assert not accepted_by_the_check(value) or len(encode(value).encode()) > 1024 * 1024 - 64
+        return
+    assert accepted_by_the_check(value)
+    rid = periodic.fire(eng, d, periodic.server_ms(eng) // 1000 * 1000)
+    assert stored(rid) == [encode(value)]
+
+
+# -- the request page's item cursors -----------------------------------------------------
+
+
+@FUZZ
+@given(after=st.one_of(http_text, st.from_regex(r"\A[0-9]{1,22}-[0-9]{1,22}\Z"), st.just("$")),
+       before=st.one_of(http_text, st.from_regex(r"\A[0-9]{1,22}-[0-9]{1,22}\Z"), st.just("$")))
+def test_the_request_page_takes_any_item_cursor(staff, after, before):
+    eng = services.engine()
+    rid = getattr(test_the_request_page_takes_any_item_cursor, "rid", None)
+    if rid is None or eng.status(rid) is None:
+        rid = test_the_request_page_takes_any_item_cursor.rid = eng.submit(
+            "default", "echo", [f"i{n}" for n in range(80)], dedup=False).id
+    url = reverse("queueadmin:request_detail", args=[rid])
+    for params in ({"after": after}, {"before": before}, {"after": after, "before": before}):
+        response = staff.get(url, params)
+        assert response.status_code == 200, (params, response.status_code)
