@@ -51,7 +51,10 @@ SETTINGS = [
     Setting("WEBHOOK_BACKOFF_SECONDS", 10.0, "First retry delay of a failed webhook (doubling)."),
     Setting("WEBHOOK_BACKOFF_MAX_SECONDS", 3600.0, "Longest delay between a webhook's retries."),
     Setting("WEBHOOK_GIVE_UP_SECONDS", 86400.0, "A webhook not delivered within this is given up."),
-    Setting("WEBHOOK_TIMEOUT_SECONDS", 5.0, "How long one webhook delivery may take."),
+    Setting("WEBHOOK_TIMEOUT_SECONDS", 5.0, "How long one webhook attempt may take in all: name lookup, "
+                                            "connecting, sending, the answer's headers."),
+    Setting("WEBHOOK_SENDERS", 8, "Webhook attempts a worker process makes at once, one per target (and as "
+                                  "many more for targets whose last attempt timed out)."),
     Setting("WEBHOOK_POLL_SECONDS", 1.0, "How often a worker looks for webhooks due."),
     Setting("UNRUNNABLE_SECONDS", 3600.0, "Default, per queue, of how long an item waits for a live worker that "
                                           "has its processor before it fails with that reason."),

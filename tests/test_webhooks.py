@@ -237,7 +237,7 @@ def api(allowed):
 def nothing_queued() -> bool:
     client = services.engine()
     return client.redis.zcard(client.keys.queue("default").index) == 0 and \
-        client.redis.zcard(client.keys.webhooks_due) == 0
+        client.redis.zcard(client.keys.webhooks_due) == 0 and client.redis.zcard(client.keys.webhook_targets) == 0
 
 
 @pytest.mark.parametrize("url", PRIVATE)
@@ -335,33 +335,93 @@ def test_bad_callback_urls_never_give_a_5xx(api, url):
 # -- the store: made once, claimed once -------------------------------------------------------
 
 
-def test_delivery_is_made_once_and_claimed_by_one_sender(allowed, hook):
+def test_delivery_is_made_once_and_taken_by_one_sender(allowed, hook):
     client = services.engine()
+    k = client.keys
     sub = services.submit("default", "echo", ["a"], callback_url=hook.url + "/x")
     client.cancel(sub.id)  # makes the delivery
     status = client.status(sub.id)
     did = webhook_store.delivery_id(status)
     assert webhook_store.enqueue(client, status) == did  # again: nothing new
     services.record(status)
-    assert client.redis.zcard(client.keys.webhooks_due) == 1 and len(deliveries(sub.id)) == 1
+    tid, name = webhook_store.target_of(hook.url + "/x")
+    assert name == f"127.0.0.1:{hook.server.server_address[1]}"
+    assert client.redis.zrange(k.webhook_targets, 0, -1) == [tid] and len(deliveries(sub.id)) == 1
+    assert client.redis.zrange(k.webhook_target_queue(tid), 0, -1) == [did]
 
-    claims = []
-    threads = [threading.Thread(target=lambda: claims.append(webhook_store.claim(client, 60_000, 8)))
+    takes = []
+    threads = [threading.Thread(target=lambda: takes.append(webhook_store.take(client, tid, 60_000)))
                for _ in range(8)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    won = [(deadline, ids) for deadline, ids in claims if ids]
-    assert len(won) == 1 and won[0][1] == [did]
+    won = [got for got in takes if got]
+    assert len(won) == 1 and won[0][1] == did
     deadline = won[0][0]
-    assert webhook_store.record(client, did, sub.id, deadline - 1, {"at": 1}, "delivered") == 0  # not its claim
-    assert webhook_store.record(client, did, sub.id, deadline, {"at": 1, "status": 204}, "delivered") == 1
-    assert webhook_store.record(client, did, sub.id, deadline, {"at": 2}, "delivered") == 0  # closed
-    assert deliveries(sub.id)[0]["state"] == "delivered" and client.redis.zcard(client.keys.webhooks_due) == 0
-    k = client.keys  # every script's keys in one slot (Redis Cluster)
+    assert webhook_store.due_targets(client, False, 10) == []  # taken: not due for anyone else
+    assert webhook_store.sent(client, did, tid, sub.id, deadline - 1, {"at": 1}, "delivered") == 0  # not its claim
+    assert webhook_store.sent(client, did, tid, sub.id, deadline, {"at": 1, "status": 204}, "delivered",
+                              news="answered") == 1
+    assert webhook_store.sent(client, did, tid, sub.id, deadline, {"at": 2}, "delivered") == 0  # closed
+    assert deliveries(sub.id)[0]["state"] == "delivered"
+    assert client.redis.zcard(k.webhook_targets) == client.redis.zcard(k.webhook_target_queue(tid)) == 0
+    # every script's keys in one slot (Redis Cluster)
     assert len({key_slot(key.encode()) for key in (k.webhooks_due, k.webhook(did), k.webhooks_of(sub.id),
-                                                   k.webhooks_watch)}) == 1
+                                                   k.webhooks_watch, k.webhook_targets, k.webhook_targets_slow,
+                                                   k.webhook_target(tid), k.webhook_target_queue(tid))}) == 1
+
+
+def test_a_target_that_times_out_waits_a_doubling_penalty_among_the_slow(allowed):
+    """Its deliveries wait together (one penalty for the target, not one per
+    delivery); an answer puts it back among the others."""
+    client = services.engine()
+    k = client.keys
+    url = "http://127.0.0.1:9/pit"
+    subs = [services.submit("default", "echo", [n], callback_url=url) for n in range(2)]
+    for sub in subs:
+        client.cancel(sub.id)
+    tid, _ = webhook_store.target_of(url)
+    penalty = (600, 1000)
+
+    def attempt(news):
+        deadline, did = webhook_store.take(client, tid, 60_000)
+        assert webhook_store.take(client, tid, 60_000) is None  # one at a time
+        now = int(time.time() * 1000)
+        assert webhook_store.sent(client, did, tid, did.rpartition("-")[0], deadline, {"at": 1}, "pending", now,
+                                  news, penalty) > 0
+        return now
+
+    now = attempt("timeout")
+    assert client.redis.zrange(k.webhook_targets, 0, -1) == []
+    (slow, at), = client.redis.zrange(k.webhook_targets_slow, 0, -1, withscores=True)
+    assert slow == tid and now + 500 <= at <= now + 700  # the first penalty, for both its deliveries
+    assert webhook_store.due_targets(client, True, 5) == [] and webhook_store.take(client, tid, 60_000) is None
+    wait_for(lambda: webhook_store.due_targets(client, True, 5) == [tid], timeout=3, message="penalty over")
+    now = attempt("timeout")
+    at = client.redis.zscore(k.webhook_targets_slow, tid)
+    assert now + 900 <= at <= now + 1100  # doubled, at most the longest
+    wait_for(lambda: webhook_store.due_targets(client, True, 5) == [tid], timeout=3, message="penalty over")
+    attempt("answered")
+    assert client.redis.zrange(k.webhook_targets_slow, 0, -1) == []
+    assert webhook_store.due_targets(client, False, 5) == [tid]
+
+
+def test_deliveries_an_older_version_left_are_adopted_and_sent(allowed, hook):
+    from queueadmin.core.webhook_sender import Sender
+
+    client = services.engine()
+    k = client.keys
+    sub = client.submit("default", "echo", ["a"])
+    status = {**client.status(sub.id), "state": "cancelled", "finished_at": time.time(),
+              "callback_url": hook.url + "/old"}
+    did = webhook_store.delivery_id(status)
+    fields = ["request", sub.id, "url", status["callback_url"], "signer", "", "body", webhook_store.body(status, did)]
+    client.scripts("webhook_add", [k.webhooks_due, k.webhook(did), k.webhooks_of(sub.id)],  # as before
+                   [did, 86_400_000, *fields])
+    assert Sender(client).deliver_due() == 1
+    assert verified(hook.to("/old")[0], SITE_SECRET)["delivery"] == did
+    assert deliveries(sub.id)[0]["state"] == "delivered" and client.redis.zcard(k.webhooks_due) == 0
 
 
 def test_backoff_doubles_and_gives_up_after_the_day():
@@ -440,3 +500,89 @@ def test_slow_or_absent_receivers_fail_the_attempt_in_bounded_time(allowed):
         record = deliveries(sub.id)[0]
         assert record["state"] == "pending" and record["log"][0]["error"] == error, record
         assert record["next_at"] > time.time()
+
+
+# -- fair between targets, bounded in time (issue 20) ------------------------------------------
+
+
+class Tarpit:
+    """A receiver on 127.0.0.1 that accepts and then never answers ("silent")
+    or answers one byte of its status line a second ("drip"); it counts the
+    connections it holds at once."""
+
+    def __init__(self, kind: str, stop: threading.Event):
+        self.kind, self.stop = kind, stop
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.server.settimeout(0.2)
+        self.open = self.most = self.accepted = 0
+        self.lock = threading.Lock()
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.getsockname()[1]}/hook"
+
+    def serve(self):
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                continue
+            with self.lock:
+                self.open += 1
+                self.accepted += 1
+                self.most = max(self.most, self.open)
+            threading.Thread(target=self.hold, args=(conn,), daemon=True).start()
+        self.server.close()
+
+    def hold(self, conn):
+        """Until the sender gives up (its end of the connection closes)."""
+        import select
+
+        line, last = iter(b"HTTP/1.1 200 OK\r\n"), time.monotonic()
+        try:
+            while not self.stop.is_set():
+                if select.select([conn], [], [], 0.05)[0] and not conn.recv(65536):
+                    break
+                if self.kind == "drip" and time.monotonic() - last >= 1.0:
+                    conn.sendall(bytes([next(line, ord("a"))]))
+                    last = time.monotonic()
+        except OSError:
+            pass
+        finally:
+            conn.close()
+            with self.lock:
+                self.open -= 1
+
+
+@pytest.mark.slow
+def test_eight_tarpit_receivers_do_not_delay_another_users_webhook(allowed, hook, procs):
+    """Eight receivers that hold every connection (four silent, four dripping
+    a byte a second), three deliveries each, beside a fast one: the fast
+    one's webhook arrives within a couple of seconds, and again once the
+    tarpits are known to be slow and keep coming back. Each tarpit is sent
+    one delivery at a time. (One sender thread sending one delivery after
+    another, up to 15 s each, took 119 s.)"""
+    stop = threading.Event()
+    pits = [Tarpit("silent" if n % 2 else "drip", stop) for n in range(8)]
+    try:
+        procs()
+        client = services.engine()
+        wait_for(lambda: client.redis.zcard(client.keys.workers) == 1, timeout=10, message="a worker")
+        for i in range(3):
+            for n, pit in enumerate(pits):
+                services.submit("default", "echo", [f"slow {n} {i}"], callback_url=pit.url)
+        time.sleep(0.5)  # the tarpits' deliveries are made (and due) first
+        for round_ in ("first", "again"):
+            started = time.monotonic()
+            services.submit("default", "echo", [round_], callback_url=f"{hook.url}/{round_}")
+            wait_for(lambda: hook.to(f"/{round_}"), timeout=30, message=f"the fast webhook ({round_})")
+            took = time.monotonic() - started
+            assert took < 2.5, (round_, took)
+            if round_ == "first":  # let the tarpits time out (5 s) and come back as slow targets
+                wait_for(lambda: all(pit.accepted >= 2 for pit in pits), timeout=30, message="tarpits retried")
+        assert [pit.most for pit in pits] == [1] * 8  # one delivery at a time per target
+        slow = client.redis.zrange(client.keys.webhook_targets_slow, 0, -1)
+        assert len(slow) >= 6, slow  # the tarpits (one may be being sent: then it sits at its claim)
+    finally:
+        stop.set()

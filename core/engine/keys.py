@@ -268,3 +268,17 @@ class Keys:
     @property
     def webhooks_watch(self) -> str:  # ZSET request id (with a callback) -> next look at its state (ms)
         return f"{self.prefix}:{{wh}}:watch"
+
+    @property
+    def webhook_targets(self) -> str:  # ZSET target id -> when it may be taken next (ms), see webhook_store
+        return f"{self.prefix}:{{wh}}:targets"
+
+    @property
+    def webhook_targets_slow(self) -> str:  # ZSET the same, for targets whose last attempt timed out
+        return f"{self.prefix}:{{wh}}:slow"
+
+    def webhook_target(self, tid: str) -> str:  # HASH one target: name, claim, timeouts, until
+        return f"{self.prefix}:{{wh}}:t:{tid}"
+
+    def webhook_target_queue(self, tid: str) -> str:  # ZSET a target's deliveries -> next attempt, or claim (ms)
+        return f"{self.prefix}:{{wh}}:q:{tid}"

@@ -1,20 +1,33 @@
-"""Webhook deliveries in Redis: durable, claimed atomically, attempts kept.
+"""Webhook deliveries in Redis: durable, claimed atomically, attempts kept,
+fair between targets.
 
 A request that carries a `callback_url` (in its meta hash, with the signer
 that signs it) gets one delivery when it finishes (completed, failed,
 cancelled or expired): a hash holding the request, the URL, the signer, the
-exact body to POST and a log of attempts (`a:1`, `a:2`, ...), and an entry in
-one sorted set of due deliveries. Senders (core/webhook_sender.py, a thread
-in each worker process) claim due deliveries with one script that moves
-their score to a claim deadline, so two senders never send the same
-attempt, and record each attempt with a script that checks the claim still
-holds. All keys share the `{wh}` slot (keys.py). No Django here: the HTTP
-side, signing secrets and the target policy live in core/webhooks.py.
+exact body to POST and a log of attempts (`a:1`, `a:2`, ...).
+
+Deliveries wait in their TARGET's queue (a target is the receiver's
+host:port): senders (core/webhook_sender.py, threads of each worker process)
+take a due target with one script (`webhook_take`), which claims its
+earliest due delivery, so a target is sent one delivery at a time by all
+senders together and two senders never send the same attempt; they record
+each attempt with a script that checks the claim still holds
+(`webhook_sent`). A target whose attempts time out waits a penalty that
+doubles with each (up to WEBHOOK_BACKOFF_MAX_SECONDS) and moves to a slow
+set, which senders serve with fewer threads: slow receivers delay only
+themselves. All keys share the `{wh}` slot (keys.py). No Django here: the
+HTTP side, signing secrets and the target policy live in core/webhooks.py.
+
+Older versions kept one due set of deliveries (`webhook_add`,
+`webhook_claim`, `webhook_done`, kept for them); `adopt` moves what they
+left into target queues.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import time
+from urllib.parse import urlsplit
 
 from .reads import TERMINAL
 
@@ -41,6 +54,23 @@ def body(status: dict, did: str) -> str:
                       ensure_ascii=False)
 
 
+def target_of(url: str) -> tuple[str, str]:
+    """(id, name) of the target a URL is sent to: its host and port ("" for
+    a URL that does not parse: the attempt refuses it)."""
+    try:
+        parts = urlsplit(url)
+        host = (parts.hostname or "").rstrip(".").lower()
+        port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+        name = f"{host}:{port}" if host else ""
+    except ValueError:
+        name = ""
+    return hashlib.sha1(name.encode("utf-8", "surrogatepass")).hexdigest()[:20], name
+
+
+def _target_keys(k, tid: str) -> list[str]:
+    return [k.webhook_targets, k.webhook_targets_slow, k.webhook_target(tid), k.webhook_target_queue(tid)]
+
+
 def enqueue(client, status: dict | None) -> str | None:
     """Make the delivery of a finished request with a callback URL; returns its
     id (None when there is nothing to send). Idempotent."""
@@ -48,10 +78,11 @@ def enqueue(client, status: dict | None) -> str | None:
         return None
     did = delivery_id(status)
     k = client.keys
+    tid, name = target_of(status["callback_url"])
     fields = ["request", status["id"], "url", status["callback_url"], "signer", status.get("callback_signer", ""),
               "body", body(status, did)]
-    client.scripts("webhook_add", [k.webhooks_due, k.webhook(did), k.webhooks_of(status["id"])],
-                   [did, GIVE_UP_MS + KEEP_MS, *fields])
+    client.scripts("webhook_queue", [*_target_keys(k, tid), k.webhook(did), k.webhooks_of(status["id"])],
+                   [did, GIVE_UP_MS + KEEP_MS, tid, name, *fields])
     return did
 
 
@@ -81,21 +112,67 @@ def sweep(client, batch: int = 200) -> int:
     return len(rids)
 
 
-def claim(client, lease_ms: int, count: int) -> tuple[int, list[str]]:
-    """Due deliveries, now this caller's until the returned deadline (ms)."""
-    deadline, *ids = client.scripts("webhook_claim", [client.keys.webhooks_due], [lease_ms, count])
-    return int(deadline), ids
-
-
 def load(client, did: str) -> dict | None:
     raw = client.redis.hgetall(client.keys.webhook(did))
     return raw or None
 
 
+def due_targets(client, slow: bool, count: int) -> list[str]:
+    """Up to `count` targets due now, longest waiting first (the normal set,
+    or the set of targets whose last attempt timed out)."""
+    if count <= 0:
+        return []
+    k = client.keys
+    key = k.webhook_targets_slow if slow else k.webhook_targets
+    return client.redis.zrangebyscore(key, "-inf", int(time.time() * 1000), start=0, num=count)
+
+
+def take(client, tid: str, lease_ms: int) -> tuple[int, str] | None:
+    """Claim a due target's earliest due delivery until the returned deadline
+    (ms); None when another sender took it first or nothing of it is due."""
+    got = client.scripts("webhook_take", _target_keys(client.keys, tid), [tid, lease_ms])
+    return (int(got[0]), got[1]) if got else None
+
+
+def sent(client, did: str, tid: str, rid: str, deadline: int, attempt: dict, state: str, next_at_ms: int = 0,
+         news: str = "none", penalty_ms: tuple[int, int] = (10_000, 3_600_000), keep_ms: int = KEEP_MS) -> int:
+    """Log an attempt of a delivery taken with `take`, schedule the next
+    (state "pending") or close it, and place its target again; `news` is
+    what the attempt says of the target: "timeout" (a penalty doubling from
+    penalty_ms[0] up to penalty_ms[1]), "answered" (none) or "none". 0 when
+    the claim ran out and another sender holds the delivery."""
+    k = client.keys
+    return client.scripts("webhook_sent", [*_target_keys(k, tid), k.webhook(did), k.webhooks_of(rid)],
+                          [did, deadline, json.dumps(attempt, separators=(",", ":")), state, int(next_at_ms),
+                           keep_ms, LOG_MAX, tid, news, int(penalty_ms[0]), int(penalty_ms[1])])
+
+
+def adopt(client, batch: int = 100) -> int:
+    """Move deliveries an older version left in its single due set into their
+    targets' queues; returns how many were moved."""
+    k = client.keys
+    ids = client.redis.zrangebyscore(k.webhooks_due, "-inf", int(time.time() * 1000), start=0, num=batch)
+    moved = 0
+    for did in ids:
+        tid, name = target_of(client.redis.hget(k.webhook(did), "url") or "")
+        moved += client.scripts("webhook_adopt", [k.webhooks_due, *_target_keys(k, tid), k.webhook(did)],
+                                [did, tid, name, GIVE_UP_MS + KEEP_MS])
+    return moved
+
+
+# -- the single due set of older versions (kept for senders still running them)
+
+
+def claim(client, lease_ms: int, count: int) -> tuple[int, list[str]]:
+    """Due deliveries of the older due set, now this caller's until the
+    returned deadline (ms)."""
+    deadline, *ids = client.scripts("webhook_claim", [client.keys.webhooks_due], [lease_ms, count])
+    return int(deadline), ids
+
+
 def record(client, did: str, rid: str, deadline: int, attempt: dict, state: str, next_at_ms: int = 0,
            keep_ms: int = KEEP_MS) -> int:
-    """Log an attempt and schedule the next (state "pending") or close the
-    delivery; 0 when the claim ran out and another sender holds it."""
+    """Log an attempt of a delivery claimed from the older due set."""
     k = client.keys
     return client.scripts("webhook_done", [k.webhooks_due, k.webhook(did), k.webhooks_of(rid)],
                           [did, deadline, json.dumps(attempt, separators=(",", ":")), state, int(next_at_ms),
