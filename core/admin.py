@@ -83,7 +83,7 @@ class QueueAdmin(admin.ModelAdmin):
         ("Request defaults", {"fields": ("priority", "concurrency")}),
         ("Throughput", {"fields": ("rate_limit",)}),
         ("Delivery and retries", {"fields": ("lease_seconds", "time_limit_seconds", "max_attempts",
-                                             "backoff_seconds", "backoff_max_seconds")}),
+                                             "backoff_seconds", "backoff_max_seconds", "unrunnable_seconds")}),
         ("Retention", {"fields": ("retention_seconds",)}),
     )
 

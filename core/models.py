@@ -18,6 +18,13 @@ from queueadmin.core.engine.config import MAX_CONCURRENCY, QueueConfig
 _DEFAULTS = QueueConfig()
 
 
+def unrunnable_default() -> float:
+    """A new queue's wait for a worker that can run an item: the UNRUNNABLE_SECONDS setting."""
+    from queueadmin.core import conf
+
+    return float(conf.get("UNRUNNABLE_SECONDS"))
+
+
 def validate_rate_limit(value: str) -> None:
     try:
         ratelimit.parse(value)
@@ -50,6 +57,10 @@ class Queue(models.Model):
         max_length=32, blank=True, default="", validators=[validate_rate_limit],
         help_text="At most this many items of the queue start in any window, across all workers: "
                   "20/s, 600/min, 10000/h, 5/10s. Empty: no limit.")
+    unrunnable_seconds = models.FloatField(
+        default=unrunnable_default, validators=[MinValueValidator(0)],
+        help_text="An item that no live worker can run (none has its processor or can import its task) waits "
+                  "this long for one, then fails with that reason and the retry policy applies.")
 
     class Meta:
         ordering = ["name"]
@@ -62,7 +73,8 @@ class Queue(models.Model):
                            max_attempts=self.max_attempts, backoff_seconds=self.backoff_seconds,
                            backoff_max_seconds=self.backoff_max_seconds, retention_seconds=self.retention_seconds,
                            paused=self.paused, time_limit_seconds=self.time_limit_seconds,
-                           rate_limit=ratelimit.canonical(self.rate_limit))
+                           rate_limit=ratelimit.canonical(self.rate_limit),
+                           unrunnable_seconds=self.unrunnable_seconds)
 
 
 class RequestRecord(models.Model):

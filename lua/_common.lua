@@ -48,7 +48,7 @@ end
 -- an older rest is a dead worker's.
 local REST_MS = 2000
 
--- Handoffs (submit_one-17) are JSON arrays on the wake list: [worker, request
+-- Handoffs (submit_one-18) are JSON arrays on the wake list: [worker, request
 -- id, take answer, rest began]. Remove those made for `worker` and return them.
 local function take_handoffs(wake_key, worker)
   local out = {}

@@ -38,7 +38,8 @@ def admin_client(client, db):
 
 def queue_form(**changes):
     data = {"priority": 50, "concurrency": 10, "lease_seconds": 60, "max_attempts": 3, "backoff_seconds": 1,
-            "backoff_max_seconds": 300, "retention_seconds": 86400, "time_limit_seconds": 3600, "_save": "Save"}
+            "backoff_max_seconds": 300, "retention_seconds": 86400, "time_limit_seconds": 3600,
+            "unrunnable_seconds": 3600, "_save": "Save"}
     data.update(changes)
     return {k: v for k, v in data.items() if v is not None}
 

@@ -18,9 +18,11 @@ from tests.engine_helpers import ALL_PROCESSORS, dispatch_is_empty, wait_for
 pytestmark = pytest.mark.timeout(120)
 
 
-def rest(qc, queue, worker, began_ms=None):
-    """`worker` at rest on `queue` (as a worker does before it blocks); began_ms backdates it."""
+def rest(qc, queue, worker, began_ms=None, can=("echo",)):
+    """`worker` at rest on `queue` (as a worker does before it blocks), saying it
+    can run the processors `can` (routing.py); began_ms backdates it."""
     qk = qc.keys.queue(queue)
+    qc.redis.hset(qk.can, worker, "\n" + "\n".join(can) + "\n")
     qc.scripts("rest", [qk.idle, qk.wake], [worker, "in"])
     if began_ms is not None:
         qc.redis.zadd(qk.idle, {worker: began_ms})
@@ -107,6 +109,18 @@ def test_no_handoff_when_something_may_go_first(qc, case):
         assert qc.redis.zscore(qk.idle, "w1") is not None  # still at rest for what may come
 
 
+def test_a_handoff_is_made_only_for_a_worker_that_says_it_can_run_the_processor(qc):
+    qk = qc.keys.queue("default")
+    rest(qc, "default", "lacks", began_ms=now_ms(qc) - 100, can=("uppercase",))
+    rest(qc, "default", "has", can=("uppercase", "echo"))
+    sub = qc.submit("default", "echo", ["x"], dedup=False)
+    assert qc.redis.hget(qk.held, f"{sub.id}#1") == "has"  # not the longest at rest, which lacks echo
+    assert qc.redis.zscore(qk.idle, "lacks") is not None
+    qc.redis.hdel(qk.can, "lacks")  # says nothing (an older version): no handoff for it either
+    other = qc.submit("default", "echo", ["y"], dedup=False)
+    assert qc.redis.hget(qk.held, f"{other.id}#1") is None and other.id in qc.redis.lrange(qk.wake, 0, -1)
+
+
 def test_a_lower_priority_token_waiting_does_not_stop_a_handoff(qc):
     low = qc.submit("default", "echo", ["low"], dedup=False, priority=10)
     rest(qc, "default", "w1")
@@ -122,7 +136,7 @@ def test_clearing_wake_markers_keeps_the_handoffs(qc):
     qc.redis.rpush(qk.wake, 1, 1)
     cfg = qc.queue_config("default")
     qc.scripts("cycle", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked, qk.wake, qk.config,
-                         qk.lastserved, qk.rate, qk.ratelog], ["w2", cfg.lease_ms, 5, 0, 1])  # nothing waits
+                         qk.lastserved, qk.rate, qk.ratelog, qk.needs], ["w2", cfg.lease_ms, 5, 0, 1])  # nothing waits
     assert len(handoffs(qc, "default")) == 1 and len(qc.redis.lrange(qk.wake, 0, -1)) == 1
 
 

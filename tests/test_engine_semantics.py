@@ -130,11 +130,14 @@ def test_after_max_attempts_an_item_is_a_dead_letter_and_can_be_retried(qc, tmp_
     assert [r["status"] for r in qc.results(sub.id)] == ["done", "done"]
 
 
-def test_an_unknown_processor_dead_letters_at_once(qc):
+def test_an_unknown_processor_waits_for_a_worker_that_has_it(qc):
+    """A worker that cannot run an item leaves it untouched (tests/test_engine_routing.py)."""
     sub = qc.submit("default", "no_such_processor", ["x"])
     burst(qc)
-    (rec,) = list(qc.results(sub.id))
-    assert rec["status"] == "failed" and "unknown processor" in rec["error"] and rec["attempts"] == 1
+    st = qc.status(sub.id)
+    assert (st["state"], st["failed"], st["dead"]) == ("queued", 0, 0)
+    assert [r["status"] for r in qc.results(sub.id)] == ["pending"]
+    assert qc.lean_item(sub.id)["d"] == "0"  # no delivery counted
 
 
 def test_results_that_are_not_json_fail_cleanly(qc, monkeypatch):

@@ -21,7 +21,7 @@ BATCH_WINDOW = 0.005  # seconds of work claimed per round trip for fast items (s
 FAST_ITEM = 0.001  # items quicker than this on average run in batches on one thread
 FAST_JOBS = 2  # batches of fast items in flight at once (one runs while the next is claimed)
 MAX_BATCH = 32
-LEAST_FAST_SHARE = 4  # tokens a fair share leaves a worker of fast items at least (see cycle-11)
+LEAST_FAST_SHARE = 4  # tokens a fair share leaves a worker of fast items at least (see cycle-12)
 MAX_CLAIM = 64  # tokens claimed per round trip for slow or async items
 FIGURES_EVERY = 1.0  # seconds between sends of throughput and metrics figures while busy (a few commands each)
 
@@ -96,6 +96,7 @@ class Claiming:
         unless it has releases). Returns the tokens claimed and the items the
         kept tokens took."""
         pipe = self.redis.pipeline(transaction=False)
+        untaken = self._pipe_untakes(pipe)  # items it cannot run, back before their tokens (routing.py)
         resting = self._pipe_rest_out(pipe)  # woke: no more handoffs (handoff.py)
         retiring = list(self._finishing.items())
         for rid, (q, dedup) in retiring:
@@ -111,10 +112,10 @@ class Claiming:
         for q in cycled:
             qk = self.keys.queue(q)
             self.scripts.pipe(pipe, "cycle", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked, qk.wake,
-                                              qk.config, qk.lastserved, qk.rate, qk.ratelog],
+                                              qk.config, qk.lastserved, qk.rate, qk.ratelog, qk.needs],
                               [self.id, self.config(q).lease_ms, want if q == queue else 0,
                                1 if self.aging_ms else 0, f"{self._live_workers}/{self._least_share(q)}",
-                               *self._releases[q]])
+                               self._lacks_arg(q), *self._releases[q]])
         hint = self._hints.pop(queue, None) if want and queue in cycled else None
         if hint:  # woken for this one-item request: take it in this round trip if the claim gets its token
             self._pipe_take_lean(pipe, queue, [(hint, [f"{hint}#1"])])
@@ -123,7 +124,8 @@ class Claiming:
             self._pipe_best_waiting(pipe, queue)
         if figures:
             self._pipe_figures(pipe)
-        results = self.scripts.execute(pipe)
+        results = self.scripts.execute(pipe)[2 * len(untaken):]
+        self._untaken(untaken)
         self._rested(resting, results[:len(resting)])
         answers = self._spread_acks(results[len(resting) + len(retiring):], acked)
         after_acks = len(acked) + len(kept)
@@ -156,7 +158,9 @@ class Claiming:
             return [], items
         wait_ms, *tokens = answers[len(acked) + cycled.index(queue)]
         self._note_claim(queue, want, len(tokens))
-        if wait_ms and not tokens:  # held back by a rate limit: look again when a start frees
+        if want:
+            self._note_wait(queue, int(wait_ms))  # -1: only work it cannot run waits (routing.py)
+        if int(wait_ms) > 0 and not tokens:  # held back by a rate limit: look again when a start frees
             self._throttled[queue] = time.monotonic() + int(wait_ms) / 1000
         else:
             self._throttled.pop(queue, None)
@@ -263,12 +267,16 @@ class Claiming:
             kind, wake_at, processor, dedup, own_limit, priority, lean = got[:7]
             kind, wake_at, rest = int(kind), int(wake_at), got[7:]
             limit = float(own_limit) if own_limit != "" else cfg.time_limit_seconds
+            given = []
             for n in range(0, len(rest), 4):
                 token = toks[n // 4]
                 at = claimed.get(token, self._claimed_at) if claimed else self._claimed_at
-                items.append(Item(queue, token, rid, rest[n], int(rest[n + 1]), rest[n + 2], int(rest[n + 3]),
+                given.append(Item(queue, token, rid, rest[n], int(rest[n + 1]), rest[n + 2], int(rest[n + 3]),
                                   processor, limit=limit, priority=int(priority), lean=lean == 1, claimed=at))
-            if processor:
+            if given and not self.abilities.can_run(processor):
+                self._unrunnable(queue, processor, given)  # back untouched, for a worker that can (routing.py)
+            elif given:
+                items += given
                 self._async_queue[queue] = self.executor.is_async(processor)
             left = toks[len(rest) // 4:]
             if kind == 4:

@@ -191,7 +191,7 @@ class QueueClient(Steering, Reads):
         if keys is None:  # the queue's part of the keys, made once
             qk = self.keys.queue(queue)
             keys = self._submit_one_keys[queue] = [qk.tokens, qk.seq, qk.reqs, qk.wake, qk.dedup, qk.sched, qk.index,
-                                                   qk.rate, qk.held, qk.leases, qk.config, qk.idle]
+                                                   qk.rate, qk.held, qk.leases, qk.config, qk.idle, qk.can]
         keys = [*rk.all(), *keys]
         args = [rk.rid, meta["priority"], meta["concurrency"], meta["dedup_key"], delay_ms, expires_ms, 0,
                 rate.spec if rate else "", config.lease_ms, config.max_attempts, config.retention_ms, self.channel,

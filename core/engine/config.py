@@ -25,6 +25,7 @@ class QueueConfig:
     paused: bool = False
     time_limit_seconds: float = 3600.0  # an item running longer is stopped (0 = no limit)
     rate_limit: str = ""  # at most this many item starts per window, e.g. "20/s" ("" = none; ratelimit.py)
+    unrunnable_seconds: float = 3600.0  # an item no live worker can run fails after this long (routing.py)
 
     def backoff(self, attempt: int) -> float:
         """Delay before the retry that follows attempt number `attempt`."""
@@ -73,4 +74,6 @@ class QueueConfig:
             raise ValueError("retention must be at least one second")
         if self.time_limit_seconds < 0:
             raise ValueError("time limit must not be negative (0 = no limit)")
+        if not self.unrunnable_seconds >= 0:
+            raise ValueError("the wait for a worker that can run an item must not be negative")
         ratelimit.parse(self.rate_limit)  # RateLimitError (a ValueError) when malformed

@@ -4,7 +4,8 @@ worker with its item, in one hop, as in a plain list queue.
 An idle worker *rests* on each of its queues (rest-2 "in": a queue-slot
 ZSET of worker id -> when the rest began) just before it blocks on the wake
 lists, for at most REST_MAX (an older rest is a dead worker's).
-`submit_one` finds the worker that has rested longest and, when nothing may
+`submit_one` finds the worker that has rested longest among those that say
+they can run the request's processor (routing.py) and, when nothing may
 go first (the queue is not paused and has no rate limit, the
 request has no delay or rate limit of its own, and no token of its priority
 or better waits), claims the token and takes the item for it in the same
@@ -42,25 +43,23 @@ REST_MAX = 1.5  # seconds a worker blocks at rest at most: less than REST_MS (_c
 
 
 class Handoffs:
-    def _rest(self) -> None:
-        """Rest on every queue for the coming block on the wake lists."""
+    def _rest(self, queues: list[str]) -> None:
+        """Rest on `queues` for the coming block on their wake lists."""
         pipe = self.redis.pipeline(transaction=False)
-        for q in self.queues:
+        for q in queues:
             qk = self.keys.queue(q)
             self.scripts.pipe(pipe, "rest", [qk.idle, qk.wake], [self.id, "in"])
         self.scripts.execute(pipe)
-        self._resting = True
+        self._resting = list(queues)
 
     def _pipe_rest_out(self, pipe) -> list[str]:
         """Stop resting, in a round trip's pipeline: the queues, in the order
         of their answers (handoffs made for this worker and not popped)."""
-        if not self._resting:
-            return []
-        self._resting = False
-        for q in self.queues:
+        queues, self._resting = self._resting, []
+        for q in queues:
             qk = self.keys.queue(q)
             self.scripts.pipe(pipe, "rest", [qk.idle, qk.wake], [self.id, "out"])
-        return list(self.queues)
+        return queues
 
     def _rested(self, queues: list[str], answers: list) -> None:
         for q, handoffs in zip(queues, answers):

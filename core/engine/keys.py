@@ -123,10 +123,24 @@ class QueueKeys:
     def ratelog(self) -> str:  # ZSET "<limiter>|<n>" -> when that start stops counting (ms); ratelimit.py
         return self._k("ratelog")
 
+    # What workers can run (core/engine/routing.py)
+    @property
+    def needs(self) -> str:  # HASH request id -> "since_ms|processor": a worker lacked its processor
+        return self._k("needs")
+
+    @property
+    def orphans(self) -> str:  # HASH processor -> since when no live worker of the queue can run it (ms)
+        return self._k("orphans")
+
+    @property
+    def can(self) -> str:  # HASH worker id -> the processors it can run, each between newlines (handoffs)
+        return self._k("can")
+
     def all_dispatch(self) -> list[str]:
         """The keys of the queue's slot (all but the schedule shards)."""
         return [self.tokens, self.seq, self.held, self.leases, self.parked, self.reqs, self.sched, self.dedup,
-                self.wake, self.idle, self.config, self.index, self.lastserved, self.rate, self.ratelog]
+                self.wake, self.idle, self.config, self.index, self.lastserved, self.rate, self.ratelog,
+                self.needs, self.orphans, self.can]
 
 
 @dataclass(frozen=True)

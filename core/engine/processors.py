@@ -101,6 +101,10 @@ class Catalog:
     def add_resolver(self, prefix: str, resolve: Callable[[str], Callable]) -> None:
         self._resolvers[prefix] = resolve
 
+    def prefixes(self) -> list[str]:
+        """The name prefixes that resolvers serve (a worker may run any name under them)."""
+        return sorted(self._resolvers)
+
     def resolver(self, name: str) -> Callable[[str], Callable] | None:
         for prefix, resolve in self._resolvers.items():
             if name.startswith(prefix):

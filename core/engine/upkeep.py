@@ -76,9 +76,21 @@ class Upkeep:
                 rk = self.keys.request(rid)
                 n += self.scripts("requeue", [rk.items, rk.leases], ["worker", wid])
                 self.client._unpark(queue, rid)
+            self.redis.hdel(qk.can, wid)  # no handoffs for it (routing.py)
         self.registry.mark_dead(wid)
         log.warning("%s recovered dead worker %s: %d item(s) due again", self.by or "upkeep", wid, n)
         return n
+
+    def _passed_over(self, queue: str, lacks: set[str] | None) -> bool:
+        """Whether every waiting token of `queue` is of a request marked with
+        a processor in `lacks` (a claim passes them all over)."""
+        if not lacks:
+            return False
+        qk = self.keys.queue(queue)
+        rids = list({t.rpartition("#")[0] for t in self.redis.zrange(qk.tokens, 0, 999)})
+        marks = self.redis.hmget(qk.needs, rids) if rids else []
+        return self.redis.zcard(qk.tokens) <= 1000 and all(
+            m is not None and m.partition("|")[2] in lacks for m in marks)
 
     def retire_if_stale(self, queue: str, rid: str) -> None:
         """Tokens of a request that does not exist: give it a minute (its
@@ -87,11 +99,13 @@ class Upkeep:
         if created is None or time.time() * 1000 - created > 60_000:
             self.client._retire(queue, rid, "")
 
-    def drained(self, queues: list[str]) -> bool:
+    def drained(self, queues: list[str], passes: dict[str, set[str]] | None = None) -> bool:
         """Nothing to do: no token waiting or held, no scheduled request due
         within a second, and no request with items in flight or waiting to
         retry (parked tokens whose request has no lease). Paused queues and
-        streamed requests waiting for items count as nothing to do."""
+        streamed requests waiting for items count as nothing to do, and so
+        do tokens the worker's claims pass over (`passes`: queue -> the
+        processors it lacks, routing.py)."""
         now_ms = time.time() * 1000
         live = [q for q in queues if not self.client.queue_config(q, max_age=2.0).paused]
         pipe = self.redis.pipeline(transaction=False)
@@ -103,10 +117,11 @@ class Upkeep:
             pipe.zrange(qk.parked, 0, -1)
         answers = pipe.execute()
         parked_rids = set()
-        for n in range(0, len(answers), 4):
-            if any(answers[n:n + 3]):
+        for n, q in zip(range(0, len(answers), 4), live):
+            tokens, held, due, parked = answers[n:n + 4]
+            if held or due or (tokens and not self._passed_over(q, (passes or {}).get(q))):
                 return False
-            parked_rids.update(t.rpartition("#")[0] for t in answers[n + 3])
+            parked_rids.update(t.rpartition("#")[0] for t in parked)
         pipe = self.redis.pipeline(transaction=False)
         for rid in parked_rids:
             pipe.zcard(self.keys.request(rid).leases)

@@ -32,6 +32,7 @@ from typing import Callable
 import redis
 
 from . import errors, itemlog
+from .abilities import Abilities
 from .claims import Claiming
 from .client import QueueClient
 from .config import QueueConfig
@@ -46,6 +47,7 @@ from .outcomes import Outcomes
 from .processors import Processors
 from .registry import Registry
 from .reporter import Reporter
+from .routing import Routing
 from .upkeep import Upkeep
 from .watchdog import Watchdog
 
@@ -66,7 +68,7 @@ def transient(exc: BaseException) -> bool:
     return isinstance(exc, RETRYABLE) or errors.trouble(exc) is not None
 
 
-class Worker(Claiming, Keeping, Handoffs, Outcomes):
+class Worker(Claiming, Keeping, Handoffs, Routing, Outcomes):
     def __init__(self, client: QueueClient, queues: list[str], processors: Processors, *, name: str = "",
                  burst: bool = False, heartbeat: float = 1.0, dead_after: float = 10.0,
                  aging_seconds: float | None = None, on_finish: Callable[[dict], None] | None = None,
@@ -75,6 +77,7 @@ class Worker(Claiming, Keeping, Handoffs, Outcomes):
                  time_limit_grace: float = 5.0, max_items: int = 0, max_memory_mb: float = 0,
                  recycled: int = 0, exit_now: Callable[[int], None] | None = None):
         self.client, self.queues, self.processors = client, list(queues), processors
+        self.abilities = Abilities(processors)  # what this process can run (routing.py)
         self.redis, self.keys, self.scripts = client.redis, client.keys, client.scripts
         self.burst, self.install_signals = burst, install_signals
         self.reporter = Reporter(client, on_finish, on_finish_many, background=report_in_background)
@@ -109,7 +112,7 @@ class Worker(Claiming, Keeping, Handoffs, Outcomes):
         self._deferred: list[Item] = []  # of which one-item requests' items whose token waits for the answer
         self._wake_keys = {self.keys.queue(q).wake: q for q in self.queues}
         self._hints: dict[str, str] = {}  # queue -> a one-item request whose wake marker woke this worker
-        self._resting = False  # at rest on its queues: handoffs may come (handoff.py)
+        self._resting: list[str] = []  # the queues it rests on: handoffs may come (handoff.py)
         self._handed: list[tuple[str, str, list]] = []  # (queue, request id, take answer) of handoffs held, to start
         self._lean_acks: list[int] = []  # requests per ack_lean call in the round trip being built (claims.py)
         self._releases: dict[str, list] = {q: [] for q in self.queues}  # queue -> token, mode, until
@@ -125,6 +128,13 @@ class Worker(Claiming, Keeping, Handoffs, Outcomes):
         self._avg: dict[str, float] = {}  # queue -> moving average of an item's run time (s)
         self._throttled: dict[str, float] = {}  # queue -> when a rate limit that held back claims frees a start
         self._async_queue: dict[str, bool] = {}  # queue -> its last item's processor was async
+        # items it cannot run (routing.py)
+        self._untakes: dict[str, tuple[str, str, list]] = {}  # request id -> (queue, processor, entry/attempt pairs)
+        self._expired: dict[str, frozenset[str]] = {}  # queue -> processors no live worker has had for too long
+        self._muted: dict[str, float] = {}  # queue -> until when its wake markers are not waited on
+        self._told: set[str] = set()  # processors whose lack was logged
+        self._review_due = 0.0
+        self._can_published = ""
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -149,7 +159,7 @@ class Worker(Claiming, Keeping, Handoffs, Outcomes):
                         continue
                     self._upkeep()
                     if self.burst and not self.executor.busy() and not self._outcomes \
-                            and self.upkeep.drained(self.queues):
+                            and self.upkeep.drained(self.queues, self._passes()):
                         reason = "burst: nothing left to do"
                         break
                     self._wait()
@@ -204,6 +214,7 @@ class Worker(Claiming, Keeping, Handoffs, Outcomes):
             try:
                 self.registry.register(self.id, self.name, self.host, self.pid, self.queues)
                 self.registry.beat(self.id, self._snapshot())  # slots and recycling shown at once
+                self._publish_can()  # handoffs may come once it rests
                 # a restart on this host releases what a dead former worker held
                 for wid in self.registry.dead_on_host(self.host):
                     self.upkeep.recover(wid)
@@ -252,6 +263,7 @@ class Worker(Claiming, Keeping, Handoffs, Outcomes):
         self.reporter.close()
         self.registry.stop_heartbeat()
         try:
+            self._unpublish_can()
             self.registry.unregister(self.id)
         except redis.RedisError:
             log.warning("worker %s could not unregister: redis unavailable", self.id)
@@ -273,15 +285,17 @@ class Worker(Claiming, Keeping, Handoffs, Outcomes):
         event, no round trip), looking for new work every BUSY_POLL; idle,
         block on the queues' wake lists."""
         now = time.monotonic()
-        timeout = max(0.005, min(IDLE_WAIT, self._next_tick - now, *(t - now for t in self._throttled.values())))
+        timeout = max(0.005, min(IDLE_WAIT, self._next_tick - now, *(t - now for t in self._throttled.values()),
+                                 *(t - now for t in self._muted.values() if t > now)))
         self._wakeup.clear()
         if self._outcomes:
             return
-        if self.executor.busy():
-            self._wakeup.wait(min(timeout, BUSY_POLL))
+        awake = self._awake(now)  # not the queues where only work it cannot run waits (routing.py)
+        if self.executor.busy() or not awake:
+            self._wakeup.wait(min(timeout, BUSY_POLL) if awake else timeout)
         else:
-            self._rest()  # one-item requests may come as handoffs (handoff.py)
-            woke = self.redis.blpop(list(self._wake_keys), timeout=min(timeout, REST_MAX))
+            self._rest(awake)  # one-item requests may come as handoffs (handoff.py)
+            woke = self.redis.blpop([self.keys.queue(q).wake for q in awake], timeout=min(timeout, REST_MAX))
             if not woke:
                 return
             if woke[1].startswith("["):
@@ -324,6 +338,7 @@ class Worker(Claiming, Keeping, Handoffs, Outcomes):
         self.upkeep.sweep_chains()
         self.upkeep.recover_dead()
         self._live_workers = max(1, self.registry.live_count())
+        self._review()  # at most every REVIEW_EVERY (routing.py)
 
     def _snapshot(self) -> dict:
         running = self.executor.running()
@@ -333,7 +348,7 @@ class Worker(Claiming, Keeping, Handoffs, Outcomes):
         return {"current": json.dumps(current), "processed": self.processed, "failed": self.failed,
                 "threads": self.executor.threads, "threads_busy": threads_busy,
                 "tasks": self.executor.tasks, "tasks_busy": len(running) - threads_busy,
-                "recycled": self.recycled}
+                "recycled": self.recycled, **self.abilities.registry_fields()}
 
 
 __all__ = ["Worker", "ItemContext", "Item", "RECYCLE", "transient"]

@@ -5,10 +5,11 @@
   slot tag (core/engine/keys.py).
 
   Handoff: when a worker is idle on the queue (registered by rest-2 while it
-  blocks on the wake list) and nothing may go first (the queue is not
-  paused and has no rate limit, the request has no delay or rate limit of
-  its own, and no token of its priority or better waits), the token is
-  claimed for that worker and the item taken for it (as cycle-11 and take-5
+  blocks on the wake list) that says it can run the request's processor
+  (KEYS[18], core/engine/routing.py) and nothing may go first (the queue is
+  not paused and has no rate limit, the request has no delay or rate limit
+  of its own, and no token of its priority or better waits), the token is
+  claimed for that worker and the item taken for it (as cycle-12 and take-5
   do) here, and the wake list gets the take's answer instead of a marker:
   the worker that pops it runs the item with no round trip of its own.
 
@@ -30,6 +31,7 @@
     KEYS[15] leases  ZSET token -> lease deadline (the queue's)
     KEYS[16] config  HASH queue settings (paused, rate_spec)
     KEYS[17] idle    ZSET worker id -> when its rest began (ms), see rest-2
+    KEYS[18] can     HASH worker id -> the processors it can run, each between newlines
     ARGV[1] request id
     ARGV[2] priority (0-99)
     ARGV[3] concurrency limit (>= 1)
@@ -68,22 +70,41 @@ local now = now_ms()
 local last = 13 + 2 * tonumber(ARGV[13])
 local delay, priority = tonumber(ARGV[5]), tonumber(ARGV[2])
 
+-- the request's processor, among the meta fields
+local function processor()
+  for i = 14, last - 1, 2 do
+    if ARGV[i] == 'processor' then return ARGV[i + 1] end
+  end
+  return ''
+end
+
+-- of the workers at rest, the longest at rest (Redis serves it first among the
+-- blocked) that can run the request's processor, unless a rest is a dead worker's
+local function capable_rest()
+  local rests = redis.call('ZRANGE', KEYS[17], 0, 7, 'WITHSCORES')
+  if #rests == 0 then return nil end
+  if tonumber(rests[2]) < now - REST_MS then
+    redis.call('ZREMRANGEBYSCORE', KEYS[17], '-inf', '(' .. fmt(now - REST_MS))
+    rests = redis.call('ZRANGE', KEYS[17], 0, 7, 'WITHSCORES')
+  end
+  local wanted = '\n' .. processor() .. '\n'
+  for j = 1, #rests, 2 do
+    local can = redis.call('HGET', KEYS[18], rests[j])
+    if can and string.find(can, wanted, 1, true) then return rests[j], rests[j + 1] end
+  end
+  return nil
+end
+
 -- the idle worker to hand the item to, if it may have it at once
 local function idle_worker()
   if delay > 0 or ARGV[8] ~= '' then return nil end
-  -- the longest at rest (Redis serves it first among the blocked), unless its rest is a dead worker's
-  local rest = redis.call('ZRANGE', KEYS[17], 0, 0, 'WITHSCORES')
-  if #rest == 0 then return nil end
-  if tonumber(rest[2]) < now - REST_MS then
-    redis.call('ZREMRANGEBYSCORE', KEYS[17], '-inf', '(' .. fmt(now - REST_MS))
-    rest = redis.call('ZRANGE', KEYS[17], 0, 0, 'WITHSCORES')
-    if #rest == 0 then return nil end
-  end
+  local worker, rested = capable_rest()
+  if not worker then return nil end
   local cfg = redis.call('HMGET', KEYS[16], 'paused', 'rate_spec')
   if cfg[1] == '1' or (cfg[2] or '') ~= '' then return nil end
   local first = redis.call('ZRANGE', KEYS[6], 0, 0, 'WITHSCORES')
   if #first == 2 and tonumber(first[2]) < (100 - priority) * BAND then return nil end -- it would go first
-  return rest[1], rest[2]
+  return worker, rested
 end
 
 local worker, rested = idle_worker()

@@ -6,14 +6,19 @@
   higher band's waits, and many priority levels still give full batches),
   and no more than a fair share: the tokens in play (waiting and held)
   divided by the live workers, so a request's items spread over the workers
-  instead of one worker taking all its tokens. Taking a token and recording it as held under a lease is one atomic step,
-  so a worker that dies right after loses nothing.
+  instead of one worker taking all its tokens. Taking a token and recording
+  it as held under a lease is one atomic step, so a worker that dies right
+  after loses nothing.
 
   Rate limits (core/engine/ratelimit.py): the queue's (config field
   rate_spec) and a request's own (rate hash) cap the claims made in any
   window; a claim under a limit is logged in ratelog. A request at its limit
   is passed over (its tokens keep their place); the queue at its limit
   claims nothing more.
+
+  A worker that lacks some processors (core/engine/routing.py) names them:
+  a request marked in needs with one of them is passed over the same way,
+  left to workers that have it. Other workers pass "" and read nothing more.
 
   Input:
     KEYS[1] tokens      ZSET waiting tokens (score: priority band + order)
@@ -27,6 +32,8 @@
     KEYS[9] lastserved  HASH request id -> last claim time (for aging)
     KEYS[10] rate       HASH lim:<rid> -> a request's rate spec; n:<limiter> -> starts in its window
     KEYS[11] ratelog    ZSET <limiter>|<n> -> when that start stops counting (ms)
+    KEYS[12] needs      HASH request id -> "since_ms|processor": a worker lacked its
+                        processor (core/engine/routing.py); read only with ARGV[6]
     ARGV[1] worker id
     ARGV[2] lease in ms
     ARGV[3] N, the most tokens to claim (0: only give back)
@@ -35,11 +42,16 @@
             followed by "/S": a share of at least S tokens (a worker of fast
             items runs a batch per round trip; spread thinner, it would make
             a round trip per item)
-    ARGV[6..] releases, in threes: token, mode (return | park | drop), park-until ms
+    ARGV[6] the processors this worker lacks, each between newlines ("" for
+            none, the common case: nothing is read): tokens of requests
+            marked in needs with one of them are passed over, keeping their place
+    ARGV[7..] releases, in threes: token, mode (return | park | drop), park-until ms
 
   Output:
     {wait, token...}: wait is 0, or the ms until a rate limit that held back
-    a claim frees a start; then the tokens claimed (possibly none). Released tokens this worker no longer
+    a claim frees a start, or -1 when the claim got nothing and passed over
+    tokens this worker lacks the processor of (ARGV[6]); then the tokens
+    claimed (possibly none). Released tokens this worker no longer
     holds (its lease ran out and the token was recycled) are skipped; tokens of
     finished requests or above a lowered limit are dropped.
 ]]
@@ -72,8 +84,18 @@ local function req(rid)
   return r
 end
 
+-- the processor a worker lacked for this request, if one was marked (only read for a worker that lacks some)
+local lacks = ARGV[6] or ''
+local function lacked(r, rid)
+  if r.need == nil then
+    local v = redis.call('HGET', KEYS[12], rid)
+    r.need = v and string.match(v, '^%d+|(.*)$') or false
+  end
+  return r.need and string.find(lacks, '\n' .. r.need .. '\n', 1, true) ~= nil
+end
+
 local returned = {}
-for i = 6, #ARGV, 3 do
+for i = 7, #ARGV, 3 do
   local token, mode = ARGV[i], ARGV[i + 1]
   if redis.call('HGET', KEYS[4], token) == worker then
     redis.call('HDEL', KEYS[4], token)
@@ -105,7 +127,7 @@ if want > 1 and workers > 1 then -- a fair share, so other workers get tokens to
   want = math.min(want, math.max(tonumber(least) or 1, math.ceil(in_play / workers)))
 end
 -- Rate limits: forget starts whose window has passed, then count what is left.
-local held_back = false
+local held_back, passed = false, 0
 local function trim_log(now)
   local gone = redis.call('ZRANGEBYSCORE', KEYS[11], '-inf', now, 'LIMIT', 0, 1000)
   for _, member in ipairs(gone) do
@@ -145,6 +167,9 @@ if want > 0 and redis.call('HGET', KEYS[8], 'paused') ~= '1' then
     if r.lim and room(r.lim, 'n:' .. rid) <= 0 then
       skipped = skipped + 1 -- this request is at its rate limit: its token keeps its place
       held_back = true
+    elseif lacks ~= '' and lacked(r, rid) then
+      skipped = skipped + 1 -- left for a worker that has its processor, in its place
+      passed = passed + 1
     else
       redis.call('ZREM', KEYS[1], token)
       -- a token of a finished request, or above a lowered limit, is dropped
@@ -171,6 +196,8 @@ local wait = 0
 if held_back and redis.call('ZCARD', KEYS[1]) > 0 then
   local first = redis.call('ZRANGE', KEYS[11], 0, 0, 'WITHSCORES')
   wait = first[2] and math.max(1, tonumber(first[2]) - now_ms()) or 1
+elseif passed > 0 and #claimed == 0 then
+  wait = -1 -- only work this worker cannot run waits: it need not wake for this queue's markers
 end
 table.insert(claimed, 1, wait)
 return claimed
