@@ -37,6 +37,7 @@ def manage(argv: list[str]) -> None:
     """Run a management command, the workers' fast start included."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", SETTINGS)
     os.environ.setdefault("QUEUEADMIN_VAR", str(data_dir()))
+    os.umask(0o077)  # whichever command first writes the database or a key, it is private (as under `run`)
     if argv[1:2] == ["queue_worker"]:
         # workers serve before Django is set up (it sets up beside them): core/launch.py
         from queueadmin.core.launch import main as queue_worker
