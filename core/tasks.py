@@ -13,8 +13,18 @@ Priority: Django's -100..100 maps onto the engine's 0..99 (higher first) as
 round((p + 100) * 99 / 200), halves up: -100 -> 0, -50 -> 25, 0 -> 50
 (the engine's default), 50 -> 74, 100 -> 99.
 
-Workers resolve a task name only to a Task object of this backend defined in
-an installed app's module; a caller cannot make them import anything else.
+A task may live in any importable module, as with Django's own backends: a
+worker imports the module of a "task:" name and runs the attribute only if
+it is a Task of this backend (never any other callable). Submission refuses
+a "task:" name that this process did not enqueue itself, so a caller of the
+API or the form cannot make workers import a module of its choosing. A
+worker that cannot import a task leaves its items to one that can
+(core/engine/routing.py).
+
+The queue named by `queue_name` comes from the database when Redis does not
+know it yet (a fresh Redis before any worker ran), and `default` always
+exists. `aenqueue` and `aget_result` run off the event loop, on a thread of
+their own (not the one Django's sync code shares).
 """
 from __future__ import annotations
 
@@ -25,7 +35,7 @@ from importlib import import_module
 from inspect import iscoroutinefunction
 from typing import Any, Callable, Iterable
 
-from django.apps import apps
+from asgiref.sync import sync_to_async
 from django.db import close_old_connections, transaction
 from django.utils import timezone as dj_timezone
 
@@ -97,6 +107,16 @@ class QueueadminBackend(BaseTaskBackend):
         _now_or_on_commit(self, submit)
         return result
 
+    async def aenqueue(self, task: Task, args, kwargs) -> TaskResult:
+        """`enqueue` on a thread of its own (thread_sensitive=False): slow Redis
+        or database calls hold neither the event loop nor Django's shared sync
+        thread. There is no transaction to wait for on that thread: it submits at once."""
+        return await sync_to_async(_on_own_thread(self.enqueue), thread_sensitive=False)(task, args, kwargs)
+
+    async def aget_result(self, result_id: str) -> TaskResult:
+        """`get_result` on a thread of its own, as `aenqueue`."""
+        return await sync_to_async(_on_own_thread(self.get_result), thread_sensitive=False)(result_id)
+
     def get_result(self, result_id: str) -> TaskResult:
         from queueadmin.core import services
         from queueadmin.core.models import RequestRecord
@@ -111,6 +131,18 @@ class QueueadminBackend(BaseTaskBackend):
         except ProcessorError as exc:  # its task is gone from the code
             raise TaskResultDoesNotExist(f"{result_id}: {exc}") from exc
         raise TaskResultDoesNotExist(result_id)
+
+
+def _on_own_thread(fn: Callable) -> Callable:
+    """`fn` for a pool thread: database connections are handled as around a
+    request (reused or closed per CONN_MAX_AGE), not left to the thread."""
+    def run(*args):
+        close_old_connections()
+        try:
+            return fn(*args)
+        finally:
+            close_old_connections()
+    return run
 
 
 def _now_or_on_commit(backend: QueueadminBackend, submit: Callable[[], None]) -> None:
@@ -143,9 +175,35 @@ def _submit(task: Task, payloads: list[dict], *, priority: int, run_after: datet
     if client.processors is not None:
         client.processors.add(name)  # a Task object in hand is a known processor
     delay = max(0.0, (run_after - dj_timezone.now()).total_seconds()) if run_after else 0
-    return services.submit(task.queue_name, name, payloads, priority=engine_priority(priority),
-                           concurrency=concurrency, delay=delay, dedup_key=dedup_key, dedup=dedup_key is not None,
-                           then=then, rate_limit=rate_limit)
+
+    def submit():
+        return services.submit(task.queue_name, name, payloads, priority=engine_priority(priority),
+                               concurrency=concurrency, delay=delay, dedup_key=dedup_key,
+                               dedup=dedup_key is not None, then=then, rate_limit=rate_limit)
+
+    try:
+        return submit()
+    except QueueError as exc:  # a queue Redis does not know yet: from the database, then once more
+        if str(exc) != f"unknown queue {task.queue_name!r}" or not push_queue(task.queue_name):
+            raise
+    return submit()
+
+
+def push_queue(name: str) -> bool:
+    """Push a queue of the database to Redis (a fresh Redis before any worker
+    ran), as the API and the commands do; `default` always exists (made here
+    if the database has no row, as migration 0002 does). False when the
+    database does not have it either."""
+    from queueadmin.core import services
+    from queueadmin.core.models import Queue
+
+    row = Queue.objects.filter(name=name).first()
+    if row is None and name == "default":
+        row, _ = Queue.objects.get_or_create(name="default")
+    if row is None:
+        return False
+    services.engine().define_queue(row.name, row.to_config())
+    return True
 
 
 @dataclass
@@ -316,17 +374,17 @@ class ItemTaskContext(TaskContext):
 
 
 def _task_for(name: str) -> Task:
-    """The Task named "task:<module path>", only from an installed app's module."""
+    """The Task named "task:<module path>", from any importable module: the
+    attribute must be a Task of this backend."""
     if not name.startswith(PREFIX):
         raise ProcessorError(f"{name!r} is not a task")
     module, _, attr = name[len(PREFIX):].rpartition(".")
-    if not module or not any(module == app.name or module.startswith(app.name + ".")
-                             for app in apps.get_app_configs()):
-        raise ProcessorError(f"{name!r}: tasks run only from installed apps' modules")
+    if not module or not attr or module.startswith("."):
+        raise ProcessorError(f"{name!r} is not a task's module path")
     try:
         found = getattr(import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ProcessorError(f"cannot import task {name!r}: {exc}") from exc
+    except Exception as exc:  # not there, or its module fails to load (here: another worker may have it)
+        raise ProcessorError(f"cannot import task {name!r}: {type(exc).__name__}: {exc}") from exc
     if not isinstance(found, Task) or not isinstance(task_backends[found.backend], QueueadminBackend):
         raise ProcessorError(f"{name!r} is not a task of the queueadmin backend")
     return found

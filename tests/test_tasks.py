@@ -1,13 +1,19 @@
 """The Django Tasks backend (core/tasks.py): `@task` functions of the example
-app (tests/taskapp) enqueued through the framework, run by real worker
-processes, read back with get_result; enqueue_many; on-commit enqueue; what a
-caller may and may not make a worker run."""
+app (tests/taskapp) and of a module of no installed app (tests/project_tasks.py)
+enqueued through the framework, run by real worker processes, read back with
+get_result; enqueue_many; on-commit enqueue; queues from the database on a
+fresh Redis; aenqueue and aget_result off the event loop; what a caller may
+and may not make a worker run."""
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
+import time
 from datetime import timedelta
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.utils import timezone
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
@@ -16,9 +22,10 @@ from queueadmin.core import services
 from queueadmin.core.engine.config import QueueConfig
 from queueadmin.core.engine.errors import QueueError
 from queueadmin.core.engine.processors import ProcessorError, Processors
-from queueadmin.core.models import RequestRecord
+from queueadmin.core.models import Queue, RequestRecord
 from queueadmin.core.tasks import (TaskResultDoesNotExist, TaskResultStatus, adapter, engine_priority, enqueue_many,
                         task_backends)
+from tests import project_tasks
 from tests.engine_helpers import WorkerProcs, wait_for
 from tests.taskapp import tasks
 
@@ -208,12 +215,14 @@ def test_on_commit_enqueue_waits_for_the_commit_and_a_rollback_drops_it(taskapp,
 # -- what may run ----------------------------------------------------------------
 
 
-def test_workers_resolve_only_tasks_of_installed_apps(taskapp):
+def test_workers_resolve_task_names_only_to_tasks_of_this_backend(taskapp):
     fn = adapter("task:tests.taskapp.tasks.add")
     assert fn({"args": [1, 2], "kwargs": {}}, None) == 3
     assert Processors({}).get("task:tests.taskapp.tasks.square")[0]({"args": [3]}, None) == 9
+    assert adapter("task:tests.project_tasks.multiply")({"args": [6, 7]}, None) == 42  # no installed app's
     for name in ("task:os.system", "task:subprocess.run", "task:tests.taskapp.tasks.not_a_task",
-                 "task:tests.taskapp.tasks.missing", "task:tests.engine_helpers.burst", "task:", "task:add"):
+                 "task:tests.taskapp.tasks.missing", "task:tests.engine_helpers.burst", "task:", "task:add",
+                 "task:..taskapp.tasks.add", "task:tests.no_such_module.x", "task:tests.taskapp.bad.generate"):
         with pytest.raises(ProcessorError):
             Processors({}).get(name)
 
@@ -240,3 +249,97 @@ def test_a_result_whose_task_is_gone_from_the_code(taskapp):
     gone = services.submit("default", "task:tests.taskapp.tasks.removed", [{"args": [], "kwargs": {}}])
     with pytest.raises(TaskResultDoesNotExist, match="removed"):
         backend().get_result(gone.id)
+
+
+# -- tasks anywhere, queues from the database ----------------------------------------
+
+
+def test_a_task_of_a_module_of_no_installed_app_runs_on_real_workers(taskapp, task_workers):
+    """As `shop/tasks.py` in a project: not an installed app's module."""
+    product = project_tasks.multiply.enqueue(6, 7)
+    assert RequestRecord.objects.get(id=product.id).processor == "task:tests.project_tasks.multiply"
+    run_burst(task_workers, queues="default")
+    got = project_tasks.multiply.get_result(product.id)
+    assert got.status == TaskResultStatus.SUCCESSFUL and got.return_value == 42 and got.attempts == 1
+
+
+@pytest.fixture
+def fresh(settings, redis_url):
+    """A Redis that no worker, command or page has told of any queue."""
+    services.reset()
+    assert services.engine().queues() == []
+    return services.engine()
+
+
+def test_enqueue_on_a_fresh_redis_takes_the_queue_from_the_database(fresh):
+    Queue.objects.update_or_create(name="default", defaults={"lease_seconds": 17})
+    added = tasks.add.enqueue(1, 2)
+    assert fresh.queue_config("default").lease_seconds == 17 and fresh.status(added.id)["queue"] == "default"
+    Queue.objects.create(name="elsewhere", max_attempts=5)
+    placed = project_tasks.located.enqueue(3)  # its own queue_name
+    assert fresh.status(placed.id)["queue"] == "elsewhere" and fresh.queue_config("elsewhere").max_attempts == 5
+    batch = enqueue_many(tasks.square.using(queue_name="elsewhere"), [1, 2])
+    assert fresh.status(batch.id)["queue"] == "elsewhere"
+    with pytest.raises(QueueError, match="unknown queue 'nowhere'"):
+        tasks.add.using(queue_name="nowhere").enqueue(1, 2)
+
+
+def test_default_always_exists(fresh):
+    Queue.objects.filter(name="default").delete()  # no row: made as migration 0002 does
+    added = tasks.add.enqueue(1, 2)
+    assert Queue.objects.filter(name="default").exists() and fresh.status(added.id)["state"] == "queued"
+
+
+def test_using_options_reach_the_request(taskapp):
+    later = timezone.now() + timedelta(minutes=5)
+    moved = tasks.add.using(queue_name="flaky", priority=-50, run_after=later).enqueue(1, 2)
+    st = taskapp.status(moved.id)
+    assert (st["queue"], st["priority"], st["state"]) == ("flaky", 25, "scheduled")
+    assert moved.task.queue_name == "flaky" and moved.task.priority == -50
+    batch = enqueue_many(tasks.square.using(queue_name="flaky", priority=100), [2, 3], concurrency=1)
+    st = taskapp.status(batch.id)
+    assert (st["queue"], st["priority"], st["concurrency"], st["total"]) == ("flaky", 99, 1, 2)
+
+
+# -- aenqueue and aget_result --------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_aenqueue_and_aget_result_hold_neither_the_loop_nor_the_shared_sync_thread(taskapp, r):
+    """While Django's one shared sync thread is busy and Redis holds writes
+    back (CLIENT PAUSE), the event loop keeps running: the calls run on
+    threads of their own."""
+    gate = threading.Event()
+
+    async def main():
+        busy = asyncio.ensure_future(sync_to_async(gate.wait, thread_sensitive=True)(10))
+        await asyncio.sleep(0.05)  # the shared thread is taken
+        gaps, stop = [], False
+
+        async def tick():
+            last = time.monotonic()
+            while not stop:
+                await asyncio.sleep(0.01)
+                now = time.monotonic()
+                gaps.append(now - last)
+                last = now
+
+        ticker = asyncio.ensure_future(tick())
+        r.client_pause(400, all=False)  # writes wait 0.4 s
+        began = time.monotonic()
+        result = await tasks.add.aenqueue(20, 22)
+        took = time.monotonic() - began
+        got = await tasks.add.aget_result(result.id)
+        other = await project_tasks.amultiply.using(priority=10).aenqueue(3, 4)
+        stop = True
+        await ticker
+        assert not busy.done()  # none of it needed the shared thread
+        gate.set()
+        await busy
+        return result, got, other, took, max(gaps)
+
+    result, got, other, took, worst_gap = asyncio.run(main())
+    assert took >= 0.3 and worst_gap < 0.2, (took, worst_gap)  # the loop ran while the write waited
+    assert got.id == result.id and got.status == TaskResultStatus.READY and got.args == [20, 42 - 20]
+    assert RequestRecord.objects.get(id=other.id).priority == engine_priority(10)
+    assert taskapp.status(other.id)["processor"] == "task:tests.project_tasks.amultiply"
