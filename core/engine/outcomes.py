@@ -101,7 +101,7 @@ class Outcomes:
     def _record(self, ran: Ran, status: str, body: str) -> str:
         item = ran.item
         if item.log.lines:  # what the item logged goes with its result
-            body += ',"log":' + encode(_storable(item.log.text()))
+            body += ',"log":' + encode(_storable(item.log.text(), cap=0))  # capped as it was kept (itemlog.py)
         return record(status, body, item.attempt, self._id_json, item.started, ran.finished)
 
     def _count(self, item: Item, outcome: str, took: float, ran: Ran) -> None:
@@ -145,11 +145,12 @@ class Outcomes:
         self._finishing[rid] = (queue, dedup_key)
 
 
-def _storable(text: str) -> str:
-    """An error, traceback or log as valid Unicode of at most TEXT_CAP
-    characters: a lone surrogate (which Redis cannot store) becomes an escape."""
-    if len(text) > TEXT_CAP:
-        text = text[:TEXT_CAP] + f"… (cut at {TEXT_CAP} characters)"
+def _storable(text: str, cap: int = TEXT_CAP) -> str:
+    """An error, traceback or log as valid Unicode of at most `cap`
+    characters (0: as it is): a lone surrogate (which Redis cannot store)
+    becomes an escape."""
+    if cap and len(text) > cap:
+        text = text[:cap] + f"… (cut at {cap} characters)"
     if text.isascii():
         return text
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
