@@ -12,6 +12,7 @@ import base64
 import io
 import json
 import logging
+import re
 
 import pytest
 from django.contrib.auth.models import User
@@ -163,3 +164,42 @@ def test_the_dead_letter_gauge_and_queue_status_count_finished_requests(eng, sta
     out = io.StringIO()
     call_command("queue_status", "--json", stdout=out)
     assert {q["queue"]: q["dead_letters"] for q in json.loads(out.getvalue())["queues"]}["fast"] == 6
+
+
+# -- one check at every entry point ------------------------------------------------------
+
+
+@pytest.mark.parametrize("line,why", [("NaN", "holds NaN or Infinity"), ('{"x": [Infinity]}', "holds NaN or Infinity"),
+                                      ("[" * 65 + "]" * 65, "nested too deeply (more than 64 levels"),
+                                      ("[" * 5000 + "]" * 5000, None)])
+def test_nan_infinity_and_depth_are_refused_at_every_entry_point(eng, staff, line, why, tmp_path):
+    """The form, queue_submit --json, the Python client, the API and the
+    periodic admin refuse the same values, with the same words (the API's
+    parser refuses NaN as malformed JSON, as it always did; a line too deep
+    for the JSON parser itself is malformed wherever it is parsed); nothing
+    reaches Redis. Django Tasks: tests/test_inputs_property.py."""
+    from django.core.management.base import CommandError
+
+    from queueadmin.core.engine.errors import QueueError
+
+    before = set(eng.live_requests("default"))
+    page = staff.post(reverse("queueadmin:submit"), {"queue": "default", "processor": "echo", "items": line,
+                                                     "json_items": "on"}).content.decode()
+    assert (why or "not valid JSON") in page
+    path = tmp_path / "items.jsonl"
+    path.write_text(line + "\n")
+    with pytest.raises(CommandError, match=re.escape(why or "not JSON")):
+        call_command("queue_submit", str(path), processor="echo", json=True, stdout=io.StringIO())
+    response = Api(token_for("submitter")).post("/api/v1/requests", raw=f'{{"queue": "default", "processor": '
+                                                f'"echo", "items": [{line}]}}')
+    assert response.status_code == 400
+    assert response.json()["code"] == "malformed_json" if why is None or "NaN" in why else why in response.json()["error"]
+    admin = staff.post(reverse("admin:queueadmin_periodicrequest_add"), {
+        "name": "p", "enabled": "on", "queue": "default", "processor": "echo", "items": line, "items_are_json": "on",
+        "cron": "", "interval_seconds": 3600, "timezone": "UTC", "catch_up": "once", "_save": "Save"})
+    assert admin.status_code == 200 and (why or "nested too deeply") in admin.content.decode()
+    if why is not None:
+        value = json.loads(line)
+        with pytest.raises(QueueError, match=re.escape(why)):
+            eng.submit("default", "echo", [value])
+    assert set(eng.live_requests("default")) == before
