@@ -338,8 +338,8 @@ def take_without_ack(eng, queue, wid):
     from queueadmin.core.engine.processors import Processors
     from queueadmin.core.engine.worker import Worker
 
-    w = Worker(eng, [queue], Processors({}), install_signals=False)
-    w.id = wid
+    w = Worker(eng, [queue], Processors({"echo": "queueadmin.core.engine.processors.echo"}), install_signals=False)
+    w.id = wid  # (a worker gives back what it cannot run: core/engine/routing.py)
     tokens, items = w._cycle(queue, 1)
     items += w._take(queue, tokens) if tokens else []
     assert items, "nothing to take"

@@ -8,6 +8,7 @@ from queueadmin.core.engine import ratelimit
 from queueadmin.core.engine.client import TERMINAL
 
 from .base import _int, keys, live_meta, queue_names, rdb
+from .unrunnable import by_queue as unrunnable_by_queue
 from .workers import workers
 
 THROUGHPUT_MINUTES = 15
@@ -111,6 +112,9 @@ def overview() -> dict:
             totals[key] += q[key]
         queues.append(q)
     _add_finished_dead(queues, totals)
+    waiting = unrunnable_by_queue(names, {q["name"]: q["config"] for q in queues})  # "no live worker has processor X"
+    for q in queues:
+        q["unrunnable"] = waiting.get(q["name"], [])
     live = [w for w in workers() if w["live"]]
     return {
         "queues": queues, "totals": totals, "throughput": [tuple(x) for x in tp_all],

@@ -17,6 +17,7 @@ from queueadmin.core.engine.config import MAX_CONCURRENCY
 from queueadmin.core.engine.reads import result_json
 from queueadmin.core.forms import RequestFilterForm
 from queueadmin.core.models import RequestRecord
+from queueadmin.core.queries import unrunnable
 
 from . import ops
 from .common import RID, act_required, check_rid, confirm, page, parse_int, staff_required
@@ -94,7 +95,7 @@ def detail_context(request, rid: str, after: str | None = None, before: str | No
     rec = RequestRecord.objects.filter(id=rid).only("items_preview", "submitted_by").first()
     cursor = f"{after or ''}:{before or ''}"
     return {"st": st, "rid": rid, "items": items, "record": rec, "after": after or "", "before": before or "",
-            "webhooks": webhooks.for_request(rid),
+            "webhooks": webhooks.for_request(rid), "waiting_for": unrunnable.for_request(st),
             "live_topic": f"request:{rid}:{cursor}" if st.get("in_redis") else "",
             "max_concurrency": MAX_CONCURRENCY}
 

@@ -15,6 +15,7 @@ from django.db import DatabaseError
 from queueadmin.core import conf
 from queueadmin.core import services
 from queueadmin.core.engine.keys import Keys
+from queueadmin.core.queries import unrunnable
 from queueadmin.core.queries.dead import counts_by_queue
 
 from ._cli import iso, user_errors
@@ -73,6 +74,13 @@ def dead_counts() -> dict[str, int]:
         return {}
 
 
+def unrunnable_line(u: dict, one: bool = False) -> str:
+    """One line on work a worker could not run (core/engine/abilities.py
+    waiting): a queue's, or (`one`) a request's."""
+    line = f"{u['message']}: {'waiting' if one else str(u['requests']) + ' request(s) waiting'} since {iso(u['since'])}"
+    return line + (f"; items fail at {iso(u['fails_at'])}" if u.get("fails_at") else "")
+
+
 class Command(BaseCommand):
     help = "Show a request's state and progress, or (without an id) every queue's depth, in-flight work and workers."
     # No system checks: they would import every URLconf and view on each call;
@@ -106,6 +114,7 @@ class Command(BaseCommand):
                 value = st.get(f)
                 out[f] = iso(value) if f.endswith("_at") or f == "not_before" else value
             out["source"] = "redis"
+            out["waiting_for"] = unrunnable.for_request(st)  # a worker lacked its processor (core/engine/routing.py)
             return out
         from queueadmin.core.models import RequestRecord  # finished and cleaned up from Redis: the summary remains
 
@@ -128,6 +137,8 @@ class Command(BaseCommand):
                 value = "-"
             elif isinstance(value, bool):
                 value = "yes" if value else "no"
+            elif key == "waiting_for":
+                value = unrunnable_line(value, one=True)
             self.stdout.write(f"{key + ':':<{width + 1}} {value}")
 
     # -- every queue --------------------------------------------------------------
@@ -145,6 +156,9 @@ class Command(BaseCommand):
                 "in_flight": stats["in_flight"], "scheduled": stats["scheduled"], "dead_letters": dead_letters.get(name, stats["dead"]),
                 "live_workers": len(serving), "workers": serving,
             })
+        waiting = unrunnable.by_queue([q["queue"] for q in queues])
+        for q in queues:
+            q["waiting_for_workers"] = waiting.get(q["queue"], [])
         for name in configured_only({q["queue"] for q in queues}):
             queues.append({"queue": name, "paused": False, "requests": 0, "depth": 0, "depth_by_priority": {},
                            "in_flight": 0, "scheduled": 0, "dead_letters": 0, "live_workers": 0, "workers": [],
@@ -168,6 +182,8 @@ class Command(BaseCommand):
             w(f"  scheduled:    {q['scheduled']}")
             w(f"  dead letters: {q['dead_letters']}")
             w(f"  live workers: {q['live_workers']}")
+            for u in q["waiting_for_workers"]:
+                w(f"  {unrunnable_line(u)}")
         live = [x for x in data["workers"] if x["live"]]
         dead = [x for x in data["workers"] if not x["live"]]
         w(f"workers: {len(live)} live" + (f", {len(dead)} dead" if dead else ""))
