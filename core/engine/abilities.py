@@ -67,6 +67,15 @@ class Abilities:
         self.ran = self.ran | {name}
         return True
 
+    def retry_stale(self) -> None:
+        """Load again the names that failed more than LACK_RETRY ago (a module
+        deployed since, a failure that passed), touching no item: one that
+        loads now is no longer passed over."""
+        now = time.monotonic()
+        for name, (failed, _) in list(self.lacks.items()):
+            if now - failed >= LACK_RETRY:
+                self.can_run(name)
+
     def why(self, name: str) -> str:
         return self.lacks.get(name, (0, ""))[1]
 

@@ -112,6 +112,7 @@ class Routing:
         if now < self._review_due:
             return
         self._review_due = now + REVIEW_EVERY
+        self.abilities.retry_stale()
         self._publish_can()
         pipe = self.redis.pipeline(transaction=False)
         for q in self.queues:
