@@ -18,7 +18,9 @@ from django.contrib.auth import admin as auth_admin
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.cache import add_never_cache_headers
 from django.utils import timezone
 from django.utils.html import format_html
 
@@ -210,9 +212,13 @@ class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ("prefix", "name", "user", "scopes", "created_at", "expires_at", "last_used_at", "state")
     list_select_related = ("user",)
     search_fields = ("prefix", "name", "user__username")
-    list_filter = ("user",)
     readonly_fields = ("prefix", "created_at", "last_used_at")
     actions = ("revoke",)
+
+    def get_list_filter(self, request):
+        # by owner for superusers only (and only owners of tokens): the stock
+        # filter would list every username to staff who see only their own
+        return (("user", admin.RelatedOnlyFieldListFilter),) if request.user.is_superuser else ()
 
     def get_queryset(self, request):
         tokens = super().get_queryset(request)
@@ -270,9 +276,21 @@ class ApiTokenAdmin(admin.ModelAdmin):
             raise PermissionDenied(problem)
         token, key = ApiToken.issue(obj.user, obj.name, form.cleaned_data["scopes"], obj.expires_at)
         vars(obj).update(vars(token))
-        messages.warning(request, f"The new API key for {obj.user} is {key} — copy it now: it is not stored "
-                                  "and will not be shown again. It signs webhooks with the secret "
-                                  f"{token.webhook_secret} (docs/usage.md \"Webhooks\"), not shown again either.")
+        request.queueadmin_issued = key  # shown by response_add, on this response only
+
+    def response_add(self, request, obj, post_url_continue=None):
+        """The new key and its webhook secret are shown on the answer to the
+        POST itself, never put in a message: messages may travel in a
+        readable cookie (Django's default storage) and come back later."""
+        key = getattr(request, "queueadmin_issued", None)
+        if key is None:
+            return super().response_add(request, obj, post_url_continue)
+        context = {**self.admin_site.each_context(request), "title": "API token issued", "opts": self.opts,
+                   "token": obj, "key": key, "changelist": reverse("admin:queueadmin_apitoken_changelist"),
+                   "change": reverse("admin:queueadmin_apitoken_change", args=[obj.pk])}
+        response = TemplateResponse(request, "queueadmin/admin_token_issued.html", context)
+        add_never_cache_headers(response)  # no copy in a browser's or a proxy's cache
+        return response
 
 
 # -- request history ----------------------------------------------------------

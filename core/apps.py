@@ -14,5 +14,8 @@ class QueueadminConfig(AppConfig):
     def ready(self):
         from . import checks, signals, tasks  # noqa: F401  (model signals, system checks, the task resolver)
         from .catalog import autodiscover
+        from .launch import show_logs
+
+        show_logs()  # queueadmin's own log lines show in a project whose LOGGING says nothing of them
 
         autodiscover()  # installed apps' processors.py: the web process and workers see the same set

@@ -18,10 +18,20 @@ keep its own limits).
   chunked body (no length) is counted as it arrives and refused with 413
   when it grows past the cap. Refusals close the connection, so the server
   stops receiving the rest.
+* Large bodies (over `LARGE_BODY`) share a budget per process,
+  API_BODY_BUDGET_BYTES, held from the first byte until the response is
+  sent: handling a body costs the web process several times its size (the
+  body, its parsed JSON, the items encoded for Redis: a 61 MiB submission
+  took it from 74 to 443 MB, four at once to 1.2 GB; with the budget, four
+  at once peak at 444 MB: one is handled, three are told to retry). A body that does not
+  fit while others are handled gets 503 with Retry-After, before it is read
+  (or, without a Content-Length, as soon as it outgrows what is left); one
+  body alone always fits, up to its cap.
 """
 from __future__ import annotations
 
 import json
+import threading
 from types import SimpleNamespace
 
 from asgiref.sync import sync_to_async
@@ -30,10 +40,40 @@ from .api.caps import cap
 
 
 BODY_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+LARGE_BODY = 1024 * 1024  # smaller bodies (steering, most submissions) are not counted against the budget
+RETRY_AFTER = b"5"  # seconds: about what a large submission takes to be handled
 
 
 class BodyTooLarge(Exception):
     pass
+
+
+class Busy(Exception):
+    """The body outgrew what is left of the budget."""
+
+
+class Budget:
+    """Bytes of large bodies this process holds at once."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.used = 0
+
+    def take(self, amount: int) -> bool:
+        """Count `amount` more bytes; False (nothing counted) when they do not
+        fit beside what others hold."""
+        with self.lock:
+            if self.used and self.used + amount > cap("API_BODY_BUDGET_BYTES"):
+                return False
+            self.used += amount
+            return True
+
+    def give(self, amount: int) -> None:
+        with self.lock:
+            self.used -= amount
+
+
+budget = Budget()
 
 
 def mount_point() -> str:
@@ -68,6 +108,11 @@ def _usable_token(authorization: str) -> bool:
     from . import auth
 
     return auth.authenticate(SimpleNamespace(headers={"Authorization": authorization})) is not None
+
+
+async def busy(send, api: bool) -> None:
+    await refuse(send, 503, "busy", "the server is handling other large bodies: try again in a few seconds", api,
+                 [(b"retry-after", RETRY_AFTER)])
 
 
 async def refuse(send, status: int, code: str, message: str, api: bool, headers=()) -> None:
@@ -109,7 +154,13 @@ class BodyLimit:
                                     [(b"www-authenticate", b'Bearer realm="queueadmin"')])
         if declared is not None and declared > limit:
             return await refuse(send, 413, "body_too_large", f"body too large: at most {limit} bytes here", api)
-        await self._counted(scope, receive, send, limit, api)
+        held = declared if declared is not None and declared > LARGE_BODY else 0
+        if held and not budget.take(held):
+            return await busy(send, api)
+        try:
+            held = await self._counted(scope, receive, send, limit, api, held)
+        finally:
+            budget.give(held)
 
     async def _api_limit(self, headers, declared, unknown: bool, full: int) -> int | None:
         """The cap for this API call; None when its token is unusable and the
@@ -124,25 +175,39 @@ class BodyLimit:
             return full
         return None
 
-    async def _counted(self, scope, receive, send, limit: int, api: bool) -> None:
+    async def _counted(self, scope, receive, send, limit: int, api: bool, held: int) -> int:
+        """Run the app, counting the body as it arrives; returns the bytes of
+        the budget held at the end (`held` at first: a declared large body;
+        a body without a length takes its share as it grows past LARGE_BODY)."""
         received, started = 0, False
 
         async def counted_receive():
-            nonlocal received
+            nonlocal received, held
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > limit:
                     raise BodyTooLarge
+                if received > LARGE_BODY and received > held:
+                    if not budget.take(received - held):
+                        raise Busy
+                    held = received
             return message
 
         async def tracked_send(message):
-            nonlocal started
+            nonlocal started, held
             started = started or message["type"] == "http.response.start"
             await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body") and held:
+                budget.give(held)  # answered: the next may come in (before the handler's own clean-up)
+                held = 0
 
         try:
             await self.app(scope, counted_receive, tracked_send)
         except BodyTooLarge:
             if not started:
                 await refuse(send, 413, "body_too_large", f"body too large: at most {limit} bytes here", api)
+        except Busy:
+            if not started:
+                await busy(send, api)
+        return held

@@ -38,6 +38,9 @@ SETTINGS = [
     Setting("WAIT_TIMEOUT_MS", 1000, "How long to wait for WAIT_REPLICAS."),
     Setting("API_MAX_BODY_BYTES", 64 * MiB, "Largest request body from a usable API token (413 above)."),
     Setting("API_ANON_MAX_BODY_BYTES", 16 * 1024, "Largest body sent without a usable token, refused unread."),
+    Setting("API_BODY_BUDGET_BYTES", 64 * MiB, "Bytes of large bodies (over 1 MiB) a web process handles at "
+                                                "once; more get 503 with Retry-After, unread (one alone always "
+                                                "fits)."),
     Setting("API_SMALL_BODY_BYTES", 16 * 1024, "Largest body of a steering call (priority, concurrency)."),
     Setting("API_MAX_ITEMS", 1_000_000, "Items per submitted request."),
     Setting("API_MAX_ITEM_BYTES", 2 * MiB, "One item as JSON text, in UTF-8 bytes."),

@@ -94,13 +94,7 @@ class Service:
 
     def start_children(self) -> None:
         env = {**os.environ}
-        # uvicorn (uvloop, httptools, the websockets library's sans-I/O protocol): the WebSocket fan-out
-        # costs ~40% less CPU than under daphne (bench/dashboard.py). No per-message deflate: it would
-        # compress every update once per socket.
-        self.spawn("uvicorn", [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(self.http_port),
-                               "--loop", "uvloop", "--http", "httptools", "--ws", "websockets-sansio",
-                               "--ws-per-message-deflate", "false", "--lifespan", "off", "--no-proxy-headers",
-                               "--timeout-graceful-shutdown", "5", "queueadmin.asgi:application"], env)
+        self.spawn("uvicorn", uvicorn_argv(self.http_port), env)
         self.spawn("queue_worker", [sys.executable, "-m", "queueadmin", "queue_worker",
                                     "--processes", str(self.processes)], env)
 
@@ -159,6 +153,26 @@ class Service:
 
             embedded.stop(self.redis, timeout=60)  # SIGTERM: Redis flushes its append-only file, then exits
         self.redis = None
+
+
+def uvicorn_argv(port: int, environ=os.environ) -> list[str]:
+    """The dashboard's server. uvicorn (uvloop, httptools, the websockets
+    library's sans-I/O protocol): the WebSocket fan-out costs ~40% less CPU
+    than under daphne (bench/dashboard.py); no per-message deflate (it would
+    compress every update once per socket). Against slow or greedy clients
+    (docs/operations.md): a deadline and a size cap for each request's head
+    (queueadmin/http_guard.py), 5 s for an idle kept-alive connection, and at
+    most QUEUEADMIN_LIMIT_CONCURRENCY (1000) connections and requests at once
+    (503 beyond). Behind a reverse proxy, QUEUEADMIN_FORWARDED_ALLOW_IPS (the
+    proxy's addresses) makes the client's address the one from its
+    X-Forwarded-For: logins are throttled per address and username."""
+    forwarded = environ.get("QUEUEADMIN_FORWARDED_ALLOW_IPS", "")
+    proxy = ["--proxy-headers", "--forwarded-allow-ips", forwarded] if forwarded else ["--no-proxy-headers"]
+    return [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port), "--loop", "uvloop",
+            "--http", "queueadmin.http_guard:GuardedHttpTools", "--ws", "websockets-sansio",
+            "--ws-per-message-deflate", "false", "--lifespan", "off", *proxy, "--timeout-keep-alive", "5",
+            "--limit-concurrency", environ.get("QUEUEADMIN_LIMIT_CONCURRENCY") or "1000",
+            "--timeout-graceful-shutdown", "5", "queueadmin.asgi:application"]
 
 
 def private(path: Path) -> None:

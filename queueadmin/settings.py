@@ -38,7 +38,7 @@ def _secret_key(path: Path, var: str = "DJANGO_SECRET_KEY") -> str:
         return key
     QUEUEADMIN_GENERATED_SECRETS.append("SECRET_KEY" if var == "DJANGO_SECRET_KEY" else "WEBHOOK_SECRET")
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # private, whatever the umask
         tmp = path.with_name(f".{path.name}.{os.getpid()}")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
@@ -165,6 +165,9 @@ AUTH_PASSWORD_VALIDATORS = [
 # Login throttling (django-axes): after QUEUEADMIN_LOGIN_FAILURES failed logins
 # for one username from one address, that pair is refused for
 # QUEUEADMIN_LOGIN_COOLOFF_MINUTES (`manage.py axes_reset_username NAME` lifts it).
+# The address is the connection's (REMOTE_ADDR): behind a reverse proxy, run
+# the service with QUEUEADMIN_FORWARDED_ALLOW_IPS (uvicorn's --proxy-headers)
+# so that it is the client's, not the proxy's (docs/operations.md).
 AUTHENTICATION_BACKENDS = [
     "queueadmin.core.login_backend.LoginThrottleBackend",
     "django.contrib.auth.backends.ModelBackend",
@@ -221,6 +224,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 
+# Messages live in the session (the database), not in a cookie the browser can read.
+MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"
+
 CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 # QUEUEADMIN_LOG_FORMAT=json: one JSON object per line (core/logs.py) from the
@@ -235,10 +241,12 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
                    "json": {"()": "queueadmin.core.logs.JsonFormatter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
-    "loggers": {"queueadmin": {"handlers": ["console"], "level": os.environ.get("QUEUEADMIN_LOG_LEVEL", "INFO")}},
+    "loggers": {"queueadmin": {"handlers": ["console"], "level": os.environ.get("QUEUEADMIN_LOG_LEVEL", "INFO")},
+                # a 500's traceback (Django sends it only to mail_admins without DEBUG)
+                "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False}},
 }
 if LOG_FORMAT == "json":
-    for _name in ("django", "django_tasks", "uvicorn", "uvicorn.access", "daphne"):
+    for _name in ("django", "django.request", "django_tasks", "uvicorn", "uvicorn.access", "daphne"):
         LOGGING["loggers"][_name] = {"handlers": ["console"], "level": "INFO", "propagate": False}
 
 # The queue engine. Processors are dotted paths to callables `payload -> result`.
@@ -258,6 +266,7 @@ _ENV_SETTINGS = {  # QUEUEADMIN key -> (environment variable, type)
     "WAIT_TIMEOUT_MS": ("QUEUEADMIN_WAIT_TIMEOUT_MS", int),
     "API_MAX_BODY_BYTES": ("QUEUEADMIN_API_MAX_BODY_BYTES", int),
     "API_ANON_MAX_BODY_BYTES": ("QUEUEADMIN_API_ANON_MAX_BODY_BYTES", int),
+    "API_BODY_BUDGET_BYTES": ("QUEUEADMIN_API_BODY_BUDGET_BYTES", int),
     "API_MAX_ITEMS": ("QUEUEADMIN_API_MAX_ITEMS", int),
     "API_MAX_ITEM_BYTES": ("QUEUEADMIN_API_MAX_ITEM_BYTES", int),
     "API_RATE_LIMIT": ("QUEUEADMIN_API_RATE_LIMIT", str),
