@@ -83,6 +83,7 @@ django.setup()
 from django.core.management import call_command
 from django.db import connection
 call_command("migrate", verbosity=0)
+call_command("migrate", "queueadmin", "0007", verbosity=0)  # the last migration made before the package
 # the layout of a database made when the app's label was `core`
 with connection.cursor() as c:
     for t in ("queue", "apitoken", "requestrecord", "periodicrequest"):
