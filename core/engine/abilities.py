@@ -160,6 +160,11 @@ def review(client, queue: str, workers: list[dict]) -> dict[str, int]:
     return out
 
 
+def orphans(client, queue: str) -> dict[str, int]:
+    """The queue's orphans as the last `review` left them: processor -> since (ms)."""
+    return {p: int(v) for p, v in client.redis.hgetall(client.keys.queue(queue).orphans).items()}
+
+
 def waiting(client, queue: str, workers: list[dict], unrunnable_seconds: float) -> list[dict]:
     """Work of `queue` that a worker could not run, by processor: how many
     requests, since when, the live workers that say they can run it (none:

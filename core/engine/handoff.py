@@ -21,7 +21,8 @@ recovery of a dead worker, brings it back; release_worker also removes the
 handoffs made for it). A worker that pops a handoff made for another takes
 it over first (adopt-5), and runs nothing unless the other still held it;
 the other gets its rest back as it began, so that the next handoff is made
-for the worker Redis will serve.
+for the worker Redis will serve. One that cannot run the item's processor
+gives it back untouched, as any item it cannot run (routing.py).
 A worker that woke for something else stops resting in its next round trip
 (rest-2 "out"), which also returns any handoff made for it meanwhile that
 no one popped: it holds those, so it runs them (or, leaving, hands them

@@ -136,11 +136,15 @@ class QueueKeys:
     def can(self) -> str:  # HASH worker id -> the processors it can run, each between newlines (handoffs)
         return self._k("can")
 
+    @property
+    def reviewed(self) -> str:  # STRING the worker reviewing needs and orphans this second (expires)
+        return self._k("reviewed")
+
     def all_dispatch(self) -> list[str]:
         """The keys of the queue's slot (all but the schedule shards)."""
         return [self.tokens, self.seq, self.held, self.leases, self.parked, self.reqs, self.sched, self.dedup,
                 self.wake, self.idle, self.config, self.index, self.lastserved, self.rate, self.ratelog,
-                self.needs, self.orphans, self.can]
+                self.needs, self.orphans, self.can, self.reviewed]
 
 
 @dataclass(frozen=True)

@@ -121,13 +121,16 @@ class Routing:
             pipe.hlen(qk.orphans)
         counts = pipe.execute()
         marked = [q for n, q in enumerate(self.queues) if counts[2 * n] or counts[2 * n + 1]]
-        expired = {}
-        if marked:
-            workers, now_ms = self.registry.workers(), abilities.now_ms()
-            for q in marked:
-                limit_ms = self.config(q).unrunnable_seconds * 1000
+        expired, workers, now_ms = {}, None, abilities.now_ms()
+        for q in marked:
+            # one worker a second reviews a queue (it reads every worker's hash); the others read its result
+            if self.redis.set(self.keys.queue(q).reviewed, self.id, nx=True, px=int(REVIEW_EVERY * 1000)):
+                workers = self.registry.workers() if workers is None else workers
                 orphaned = abilities.review(self.client, q, workers)
-                expired[q] = frozenset(p for p, since in orphaned.items() if now_ms - since >= limit_ms)
+            else:
+                orphaned = abilities.orphans(self.client, q)
+            limit_ms = self.config(q).unrunnable_seconds * 1000
+            expired[q] = frozenset(p for p, since in orphaned.items() if now_ms - since >= limit_ms)
         self._expired = expired
 
     def _publish_can(self) -> None:
