@@ -77,12 +77,13 @@ def test_every_script_call_stays_in_one_slot(qc, monkeypatch):
     qc.set_priority(a.id, 60)
     qc.set_concurrency(a.id, 3)
     qc.submit("default", "echo", ["later"], delay=0.05)
+    qc.submit("default", "not_here", ["z", "zz"])  # given back untouched (untake) by a worker that lacks it
     burst(qc, ["default", "q2"])
     qc.retry_dead(b.id)
     qc.finalize(s.id)
     burst(qc, ["default", "q2"])
     for name in ("create", "add", "enqueue", "cycle", "take", "ack", "tick", "retire", "adjust",
-                 "retry", "unpark"):
+                 "retry", "unpark", "untake"):
         assert name in seen, name
 
 
