@@ -122,7 +122,11 @@ def postgres():
 def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, request):
     """pytest-django's hook before it creates the test database."""
     if TEST_DB == "postgres":
+        from django.conf import settings
+
         _use_database(request.getfixturevalue("postgres").settings("queueadmin"))
+        # one machine, though its database is PostgreSQL: the keys it generated are no warning (checks W011)
+        settings.QUEUEADMIN_GENERATED_SECRETS = []
     elif TEST_DB != "sqlite":
         raise pytest.UsageError(f"QUEUEADMIN_TEST_DB={TEST_DB!r}: use sqlite or postgres")
 

@@ -79,6 +79,7 @@ def test_the_admin_sets_a_queue_limit_that_workers_read_and_pages_show(redis_url
     resp = admin_client.post("/admin/queueadmin/queue/add/", {
         "name": "slowq", "priority": 50, "concurrency": 10, "lease_seconds": 60, "max_attempts": 3,
         "backoff_seconds": 1, "backoff_max_seconds": 300, "retention_seconds": 86400, "time_limit_seconds": 3600,
+        "unrunnable_seconds": 3600,
         "rate_limit": "3 / Sec"})
     assert resp.status_code == 302, resp.content.decode()[:2000]
     assert Queue.objects.get(name="slowq").rate_limit == "3/s"
@@ -87,6 +88,7 @@ def test_the_admin_sets_a_queue_limit_that_workers_read_and_pages_show(redis_url
     resp = admin_client.post("/admin/queueadmin/queue/add/", {
         "name": "badq", "priority": 50, "concurrency": 10, "lease_seconds": 60, "max_attempts": 3,
         "backoff_seconds": 1, "backoff_max_seconds": 300, "retention_seconds": 86400, "time_limit_seconds": 3600,
+        "unrunnable_seconds": 3600,
         "rate_limit": "3 per sec"})
     assert resp.status_code == 200 and "count per unit" in resp.content.decode()
     assert admin  # the admin site is the one the URLs serve

@@ -49,7 +49,7 @@ def test_define_in_the_admin_then_watch_run_pause_and_resume_on_the_scheduled_pa
     link = row.locator("a.id")
     link.wait_for(timeout=15_000)
     rid = link.inner_text()
-    assert rid == periodic.request_id(NAME, int(rid[:11], 16))  # derived from schedule and due time
+    assert rid == periodic.request_id(services.engine(), NAME, int(rid[:11], 16))  # derived from schedule and due time
 
     row.get_by_role("button", name="Pause").click()
     page.locator(".msg", has_text=f"{NAME} paused").wait_for()
