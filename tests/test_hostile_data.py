@@ -185,15 +185,19 @@ def test_nan_infinity_and_depth_are_refused_at_every_entry_point(eng, staff, lin
     before = set(eng.live_requests("default"))
     page = staff.post(reverse("queueadmin:submit"), {"queue": "default", "processor": "echo", "items": line,
                                                      "json_items": "on"}).content.decode()
-    assert (why or "not valid JSON") in page
+    # too deep for the JSON parser on Python 3.11 and 3.12; 3.13's parses it, and the depth check refuses it
+    assert (why or "not valid JSON") in page or (why is None and "nested too deeply" in page)
     path = tmp_path / "items.jsonl"
     path.write_text(line + "\n")
-    with pytest.raises(CommandError, match=re.escape(why or "not JSON")):
+    with pytest.raises(CommandError, match=re.escape(why) if why else "not JSON|nested too deeply"):
         call_command("queue_submit", str(path), processor="echo", json=True, stdout=io.StringIO())
     response = Api(token_for("submitter")).post("/api/v1/requests", raw=f'{{"queue": "default", "processor": '
                                                 f'"echo", "items": [{line}]}}')
     assert response.status_code == 400
-    assert response.json()["code"] == "malformed_json" if why is None or "NaN" in why else why in response.json()["error"]
+    if why is None:
+        assert response.json()["code"] == "malformed_json" or "nested too deeply" in response.json()["error"]
+    else:
+        assert response.json()["code"] == "malformed_json" if "NaN" in why else why in response.json()["error"]
     admin = staff.post(reverse("admin:queueadmin_periodicrequest_add"), {
         "name": "p", "enabled": "on", "queue": "default", "processor": "echo", "items": line, "items_are_json": "on",
         "cron": "", "interval_seconds": 3600, "timezone": "UTC", "catch_up": "once", "_save": "Save"})
