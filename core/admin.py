@@ -26,8 +26,8 @@ from django.utils.html import format_html
 
 from . import auth, services
 from . import periodic as periodic_web
-from .engine import ratelimit
-from .engine.client import QueueError
+from queueadmin.core.engine.features import ratelimit
+from queueadmin.core.engine.client.queue_client import QueueError
 from .engine.config import QueueConfig
 from .models import ApiToken, PeriodicRequest, Queue, RequestRecord
 

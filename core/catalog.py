@@ -19,7 +19,7 @@ from __future__ import annotations
 from django.utils.module_loading import autodiscover_modules
 
 from queueadmin.core import conf
-from queueadmin.core.engine.processors import catalog, dotted_path, processor
+from queueadmin.core.engine.runtime.processors import catalog, dotted_path, processor
 
 __all__ = ["processor", "autodiscover", "clashes"]
 

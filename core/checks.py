@@ -12,13 +12,13 @@ from django.core import checks
 
 from queueadmin.core import conf
 from queueadmin.core.catalog import clashes
-from queueadmin.core.engine.processors import ProcessorError, import_path
+from queueadmin.core.engine.runtime.processors import ProcessorError, import_path
 
 
 def async_supported() -> bool:
     """Whether this engine's workers await `async def` processors (the
     runtime with an event loop, core/engine/executor.py)."""
-    from queueadmin.core.engine import worker
+    from queueadmin.core.engine.runtime import worker
 
     return bool(getattr(worker, "ASYNC_PROCESSORS", hasattr(worker, "Executor")))
 
@@ -99,7 +99,7 @@ def check_shared_secrets(app_configs=None, **kwargs) -> list[checks.CheckMessage
         return []  # one machine
     found = []
     for name, variable in (("WEBHOOK_SECRET", "QUEUEADMIN_WEBHOOK_SECRET"), ("SECRET_KEY", "DJANGO_SECRET_KEY")):
-        if name in getattr(settings, "QUEUEADMIN_GENERATED_SECRETS", ()):
+        if name in conf.generated_secrets():
             found.append(checks.Warning(
                 f"{name} was generated on this machine, and this database is shared by several machines: "
                 f"{'webhooks signed here fail verification against the others' if name == 'WEBHOOK_SECRET' else 'sessions and signatures made elsewhere are refused here'}",

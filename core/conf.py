@@ -65,7 +65,7 @@ SETTINGS = [
 DEFAULTS = {s.name: s.default for s in SETTINGS}
 
 BUILTIN_PROCESSORS = {
-    name: f"queueadmin.core.engine.processors.{name}"
+    name: f"queueadmin.core.engine.runtime.processors.{name}"
     for name in ("echo", "uppercase", "word_count", "sha256", "sleep", "async_sleep", "fail")
 }
 
@@ -103,13 +103,19 @@ def processors(settings=None) -> dict[str, str]:
     """Every processor this deployment offers, name -> dotted path: the
     built-in ones, the settings' and the apps' `@processor` functions (a name
     the settings give keeps their path; `manage.py check` reports clashes)."""
-    from queueadmin.core.engine.processors import catalog, dotted_path
+    from queueadmin.core.engine.runtime.processors import catalog, dotted_path
 
     found = dict(BUILTIN_PROCESSORS) if get("BUILTIN_PROCESSORS", settings) else {}
     found.update(get("PROCESSORS", settings) or {})
     for name, fn in catalog.functions.items():
         found.setdefault(name, dotted_path(fn))
     return found
+
+
+def generated_secrets(settings=None) -> list[str]:
+    """The secrets the standalone service generated on this machine because
+    the environment gave none (its settings list them)."""
+    return list(getattr(_settings(settings), "QUEUEADMIN_GENERATED_SECRETS", ()))
 
 
 def values(settings=None) -> dict[str, Any]:

@@ -8,10 +8,10 @@ from django import forms
 from django.utils import timezone
 
 from queueadmin.core import conf
-from queueadmin.core.engine import ratelimit
+from queueadmin.core.engine.features import ratelimit
 from queueadmin.core.engine.config import MAX_CONCURRENCY
 from queueadmin.core.engine.errors import QueueError
-from queueadmin.core.engine.limits import MAX_DEDUP_KEY_CHARS, check_item, check_text
+from queueadmin.core.engine.client.limits import MAX_DEDUP_KEY_CHARS, check_item, check_text
 
 MAX_ITEMS = 100_000  # per request from the form (the engine takes more: limits.MAX_ITEMS_PER_REQUEST)
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
@@ -82,7 +82,7 @@ class SubmitForm(forms.Form):
             self.fields["queue"].initial = default_queue
 
     def clean_callback_url(self):
-        from queueadmin.core import webhooks
+        from queueadmin.core.webhooks import policy as webhooks
 
         url = self.cleaned_data.get("callback_url") or ""
         problem = webhooks.refusal(url) if url else None

@@ -70,8 +70,8 @@ def serve(opts, make_worker: Callable[[int, int, Callable[[int], None]], object]
     """Run one worker here, or a pool of forked ones; returns the exit status.
     `make_worker(slot, recycled, exit_now)` builds a slot's Worker. A single
     worker that must be replaced re-executes itself (same pid)."""
-    from queueadmin.core.engine.pool import Pool
-    from queueadmin.core.engine.worker import RECYCLE
+    from queueadmin.core.engine.runtime.pool import Pool
+    from queueadmin.core.engine.runtime.worker import RECYCLE
 
     if opts.processes > 1:
         before_fork()  # no socket may be shared by the children
@@ -140,7 +140,7 @@ class DjangoSide:
             if self.sync_queues:
                 services.sync_queues()  # the database's queues reach Redis (admin edits do at once)
             self.services = services
-            from queueadmin.core import webhook_sender
+            from queueadmin.core.webhooks import sender as webhook_sender
 
             webhook_sender.start()  # webhook deliveries are sent from workers (core/webhook_sender.py)
         except Exception:  # history and app processors wait; the engine keeps serving
@@ -181,7 +181,7 @@ def main(argv: list[str]) -> int | None:
 
 
 def _connect(settings):
-    from queueadmin.core.engine.connection import connect
+    from queueadmin.core.engine.store.connection import connect
 
     from queueadmin.core import conf
 
@@ -194,7 +194,7 @@ def _queues_in_redis(settings) -> list[str]:
     import redis
 
     from queueadmin.core.engine import errors
-    from queueadmin.core.engine.client import QueueClient
+    from queueadmin.core.engine.client.queue_client import QueueClient
 
     from queueadmin.core import conf
 
@@ -215,9 +215,9 @@ def _queues_in_redis(settings) -> list[str]:
 
 
 def _fast_worker(settings, opts, slot: int, recycled: int, exit_now):
-    from queueadmin.core.engine.client import QueueClient
-    from queueadmin.core.engine.processors import Processors
-    from queueadmin.core.engine.worker import Worker
+    from queueadmin.core.engine.client.queue_client import QueueClient
+    from queueadmin.core.engine.runtime.processors import Processors
+    from queueadmin.core.engine.runtime.worker import Worker
 
     from queueadmin.core import conf
 

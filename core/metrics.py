@@ -30,8 +30,8 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from . import auth
-from .engine import stats
-from .engine.client import QueueError
+from queueadmin.core.engine.features import stats
+from queueadmin.core.engine.client.queue_client import QueueError
 
 from queueadmin.core import conf
 

@@ -12,7 +12,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 from django.utils import timezone
 
-from queueadmin.core.engine import ratelimit
+from queueadmin.core.engine.features import ratelimit
 from queueadmin.core.engine.config import MAX_CONCURRENCY, QueueConfig
 
 _DEFAULTS = QueueConfig()
@@ -222,7 +222,7 @@ class PeriodicRequest(models.Model):
         return out
 
     def to_definition(self):
-        from queueadmin.core.engine.periodic import Definition
+        from queueadmin.core.engine.features.periodic import Definition
 
         return Definition(name=self.name, queue=self.queue_id, processor=self.processor, items=self.item_list(),
                           priority=self.priority, concurrency=self.concurrency,

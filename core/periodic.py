@@ -24,7 +24,7 @@ from django.dispatch import receiver
 
 from queueadmin.core import conf
 from queueadmin.core import services
-from queueadmin.core.engine import periodic
+from queueadmin.core.engine.features import periodic
 from queueadmin.core.engine.errors import QueueError
 from queueadmin.core.models import PeriodicRequest
 

@@ -7,8 +7,8 @@ from datetime import datetime, timezone
 
 
 from queueadmin.core import conf
-from queueadmin.core.engine.client import QueueClient
-from queueadmin.core.engine.connection import connect
+from queueadmin.core.engine.client.queue_client import QueueClient
+from queueadmin.core.engine.store.connection import connect
 
 
 @functools.cache
@@ -70,7 +70,7 @@ def record(status: dict, items_preview: str | None = None, user=None) -> None:
 
 def _webhook(status: dict) -> None:
     if status.get("callback_url"):
-        from . import webhooks
+        from queueadmin.core.webhooks import policy as webhooks
 
         webhooks.enqueue_finished(status)
 
@@ -95,7 +95,7 @@ def dedup_scope(user) -> str:
     """Whose duplicates a submission may return (core/engine/dedup.py): a
     signed-in user's (the dashboard, and every API token of that owner),
     or, with no user (commands, Django Tasks), the internal scope."""
-    from queueadmin.core.engine.dedup import INTERNAL
+    from queueadmin.core.engine.client.dedup import INTERNAL
 
     if user is not None and getattr(user, "is_authenticated", False) and user.pk is not None:
         return f"user:{user.pk}"

@@ -39,10 +39,10 @@ from asgiref.sync import sync_to_async
 from django.db import close_old_connections, transaction
 from django.utils import timezone as dj_timezone
 
-from queueadmin.core.engine import ratelimit
+from queueadmin.core.engine.features import ratelimit
 from queueadmin.core.engine.errors import QueueError
-from queueadmin.core.engine.limits import check_item
-from queueadmin.core.engine.processors import MAX_NAME, ProcessorError, catalog
+from queueadmin.core.engine.client.limits import check_item
+from queueadmin.core.engine.runtime.processors import MAX_NAME, ProcessorError, catalog
 
 try:  # Django 6: the framework is built in
     from django.tasks import task_backends

@@ -13,8 +13,8 @@ from django.test import Client
 
 from queueadmin.core import conf
 from queueadmin.core import embedded, services
-from queueadmin.core.engine.processors import Processors
-from queueadmin.core.engine.worker import Worker
+from queueadmin.core.engine.runtime.processors import Processors
+from queueadmin.core.engine.runtime.worker import Worker
 from queueadmin.core.models import ApiToken
 
 BASE = {"queue": "default", "processor": "uppercase", "items": ["a"]}

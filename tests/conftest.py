@@ -8,9 +8,9 @@ import pytest
 import redis as redis_lib
 
 from queueadmin.core import embedded
-from queueadmin.core.engine.client import QueueClient
+from queueadmin.core.engine.client.queue_client import QueueClient
 from queueadmin.core.engine.config import QueueConfig
-from queueadmin.core.engine.connection import connect
+from queueadmin.core.engine.store.connection import connect
 
 PREFIX = "qa"
 
@@ -26,10 +26,10 @@ def redis_server(tmp_path_factory):
 
 
 # -- backends: one server, or a Redis Cluster ---------------------------------
-# Tests in these modules run twice, on a single server and on a local cluster
-# (3 masters + 3 replicas), through the `backend` parameter of `redis_url`.
-# QUEUEADMIN_TEST_BACKENDS=single (or cluster) runs one of them only.
-BOTH_BACKENDS = ("test_engine_", "test_cluster")
+# Tests of a module that declares BACKENDS (e.g. ("single", "cluster")) run on
+# each: a single server and a local cluster (3 masters + 3 replicas), through
+# the `backend` parameter of `redis_url`. QUEUEADMIN_TEST_BACKENDS=single (or
+# cluster) runs one of them only.
 
 
 def pytest_generate_tests(metafunc):
@@ -37,11 +37,10 @@ def pytest_generate_tests(metafunc):
         return
     if any(m.args and "backend" in str(m.args[0]) for m in metafunc.definition.iter_markers("parametrize")):
         return  # the test chooses its backends itself
-    module = metafunc.module.__name__.rpartition(".")[2]
-    if module.startswith(BOTH_BACKENDS):
-        backends = [b for b in getattr(metafunc.module, "BACKENDS", ("single", "cluster"))
-                    if b in os.environ.get("QUEUEADMIN_TEST_BACKENDS", "single,cluster").split(",")]
-        metafunc.parametrize("backend", backends, indirect=True)
+    declared = getattr(metafunc.module, "BACKENDS", None)
+    if declared:
+        wanted = os.environ.get("QUEUEADMIN_TEST_BACKENDS", "single,cluster").split(",")
+        metafunc.parametrize("backend", [b for b in declared if b in wanted], indirect=True)
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from queueadmin.core.engine.processors import Processors
-from queueadmin.core.engine.worker import Worker
+from queueadmin.core.engine.runtime.processors import Processors
+from queueadmin.core.engine.runtime.worker import Worker
 
 ROOT = Path(__file__).resolve().parents[1]
 TEST_PROCESSORS = {
@@ -27,7 +27,7 @@ TEST_PROCESSORS = {
     "flood_log": "tests.processors.flood_log",
     "poison": "tests.processors.poison",
 }
-BUILTIN = {name: f"queueadmin.core.engine.processors.{name}" for name in
+BUILTIN = {name: f"queueadmin.core.engine.runtime.processors.{name}" for name in
            ("echo", "uppercase", "word_count", "sha256", "sleep", "async_sleep", "fail")}
 ALL_PROCESSORS = {**BUILTIN, **TEST_PROCESSORS}
 

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from queueadmin.core import services
 from queueadmin.core.engine.errors import QueueError
-from queueadmin.core.engine.limits import check_item, encode
+from queueadmin.core.engine.client.limits import check_item, encode
 from queueadmin.core.management.commands.queue_submit import split_lines
 from queueadmin.core.tasks import task_backends
 from tests.test_tasks import taskapp  # noqa: F401  (a fixture)
@@ -230,7 +230,7 @@ def test_django_tasks_take_what_the_check_takes(taskapp, value):
 @FUZZ
 @given(value=hostile_values)
 def test_periodic_definitions_take_what_the_check_takes(redis_url, value):
-    from queueadmin.core.engine import periodic
+    from queueadmin.core.engine.features import periodic
 
     eng = services.engine()
     if "default" not in eng.queues():

@@ -13,8 +13,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from queueadmin.core import conf
 from queueadmin.core import embedded, metrics, services
-from queueadmin.core.engine import stats
-from queueadmin.core.engine.registry import Registry
+from queueadmin.core.engine.features import stats
+from queueadmin.core.engine.runtime.registry import Registry
 from queueadmin.core.models import ApiToken
 from tests.engine_helpers import wait_for
 
@@ -163,7 +163,7 @@ def test_counters_and_histograms_from_what_workers_record(engine, client, key, r
 
 
 def test_stats_round_trip_and_entry_times(r):
-    from queueadmin.core.engine.keys import Keys
+    from queueadmin.core.engine.store.keys import Keys
 
     keys = Keys("qa")
     pipe = r.pipeline(transaction=False)

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from queueadmin.core import periodic as periodic_web
 from queueadmin.core import services
-from queueadmin.core.engine import periodic
-from queueadmin.core.engine.periodic import Definition
+from queueadmin.core.engine.features import periodic
+from queueadmin.core.engine.features.periodic import Definition
 from queueadmin.core.models import PeriodicRequest
 from tests.engine_helpers import wait_for
 from tests.test_inputs_property import form_json_lines, form_lines, http_text
@@ -178,7 +178,7 @@ def test_the_scheduled_page_lists_them_and_run_now_submits(admin_client, engine)
 
 
 def test_the_live_fragment_shows_next_runs(engine):
-    from queueadmin.core.views.live import render_topic
+    from queueadmin.core.live.topics import render_topic
 
     make(interval_seconds=60)
     html = render_topic("scheduled:1", can_act=False)

@@ -22,8 +22,8 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 
 from queueadmin.core import embedded, services
-from queueadmin.core.engine import connection
-from queueadmin.core.engine.client import QueueClient
+from queueadmin.core.engine.store import connection
+from queueadmin.core.engine.client.queue_client import QueueClient
 from queueadmin.core.engine.errors import describe
 from tests.tcp_proxy import TcpProxy
 

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings as hsettings, strategies as 
 from queueadmin.core import services
 from queueadmin.core.engine.config import QueueConfig
 from queueadmin.core.engine.errors import QueueError
-from queueadmin.core.engine.processors import ProcessorError, Processors
+from queueadmin.core.engine.runtime.processors import ProcessorError, Processors
 from queueadmin.core.models import Queue, RequestRecord
 from queueadmin.core.tasks import (TaskResultDoesNotExist, TaskResultStatus, adapter, engine_priority, enqueue_many,
                         task_backends)

@@ -15,9 +15,9 @@ from django.urls import reverse
 
 from queueadmin.core import periodic as periodic_web
 from queueadmin.core import services
-from queueadmin.core.engine import periodic
+from queueadmin.core.engine.features import periodic
 from queueadmin.core.engine.errors import QueueError
-from queueadmin.core.engine.periodic import Definition
+from queueadmin.core.engine.features.periodic import Definition
 from queueadmin.core.models import ApiToken, PeriodicRequest
 from tests.api_helpers import Api, make_user
 from tests.engine_helpers import wait_for

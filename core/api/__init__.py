@@ -8,7 +8,7 @@
   rate limit, scope, body size).
 * `parsing`: the JSON body parser (UTF-8, valid Unicode, an object).
 * `errors`: one error shape, {"error": "...", "code": "..."}, for everything.
-* `caps`, `ratelimit`: the limits, from settings.QUEUEADMIN.
+* `caps`, `ratelimit`: the limits, from the settings (queueadmin.core.conf).
 
 /metrics is in core.metrics; the ASGI body guard in core.bodylimit.
 """

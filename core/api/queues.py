@@ -7,7 +7,7 @@ from typing import Optional
 from ninja import Query, Router
 
 from .. import services
-from ..engine.client import QueueError
+from queueadmin.core.engine.client.queue_client import QueueError
 from ..models import Queue
 from . import cursor as cursors
 from .requests import ERRORS, push_configured_queues

@@ -16,10 +16,11 @@ from django.db.models import Q
 from django.http import HttpResponse, StreamingHttpResponse
 from ninja import Query, Router, Status
 
-from .. import services, webhooks
-from ..engine.client import TERMINAL, QueueError
-from ..engine.limits import encode_value, utf8_size
-from ..engine.reads import result_json
+from queueadmin.core import services
+from queueadmin.core.webhooks import policy as webhooks
+from queueadmin.core.engine.client.queue_client import TERMINAL, QueueError
+from queueadmin.core.engine.client.limits import encode_value, utf8_size
+from queueadmin.core.engine.client.reads import result_json
 from ..models import Queue, RequestRecord
 from . import cursor as cursors
 from .caps import cap

@@ -14,7 +14,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 from pydantic_core import PydanticCustomError
 from typing_extensions import Annotated
 
-from ..engine import ratelimit
+from queueadmin.core.engine.features import ratelimit
 from ..engine.config import MAX_CONCURRENCY
 from .caps import MAX_SECONDS, cap
 

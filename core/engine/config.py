@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-from . import ratelimit
+from queueadmin.core.engine.features import ratelimit
 
 MAX_CONCURRENCY = 10_000
 

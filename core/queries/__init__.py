@@ -13,7 +13,7 @@ are paged inside Redis: a page reads its rows, never the whole list.
 No Django views or templates here; the database is read only for history
 (RequestRecord) and queue configuration.
 """
-from queueadmin.core.engine.client import parse_status
+from queueadmin.core.engine.client.queue_client import parse_status
 
 from .base import Page, now_ms, queue_names
 from .dead import dead_page, dead_pairs

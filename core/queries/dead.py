@@ -15,7 +15,7 @@ Redis (from the database's history, newest 2,000).
 """
 from __future__ import annotations
 
-from queueadmin.core.engine.reads import parse_item
+from queueadmin.core.engine.client.reads import parse_item
 
 from .base import Page, _int, _loads, _payload, client, keys, live_meta, queue_names, rdb
 

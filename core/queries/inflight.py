@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import time
 
-from queueadmin.core.engine.client import TERMINAL
-from queueadmin.core.engine.reads import parse_holders, parse_item
+from queueadmin.core.engine.client.queue_client import TERMINAL
+from queueadmin.core.engine.client.reads import parse_holders, parse_item
 
 from .base import (STUCK_GRACE_MS, Page, _bulk_meta, _float_or, _int, _loads, _payload, client, keys, now_ms,
                    queue_names, rdb)

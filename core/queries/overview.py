@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from queueadmin.core.engine import ratelimit
-from queueadmin.core.engine.client import TERMINAL
+from queueadmin.core.engine.features import ratelimit
+from queueadmin.core.engine.client.queue_client import TERMINAL
 
 from .base import _int, keys, live_meta, queue_names, rdb
 from .unrunnable import by_queue as unrunnable_by_queue

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 import time
 
-from queueadmin.core.engine import ratelimit
-from queueadmin.core.engine.client import TERMINAL
-from queueadmin.core.engine.keys import GROUP
+from queueadmin.core.engine.features import ratelimit
+from queueadmin.core.engine.client.queue_client import TERMINAL
+from queueadmin.core.engine.store.keys import GROUP
 
 from .base import STUCK_GRACE_MS, _duration, _loads, _payload, _stream_id, client, keys, now_ms, rdb
 from .workers import runs, workers

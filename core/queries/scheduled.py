@@ -3,9 +3,9 @@ far-off shards), and periodic requests with their next and last run."""
 from __future__ import annotations
 
 from queueadmin.core import services
-from queueadmin.core.engine import schedule
-from queueadmin.core.engine.client import TERMINAL
-from queueadmin.core.engine.dedup import split_key
+from queueadmin.core.engine.features import schedule
+from queueadmin.core.engine.client.queue_client import TERMINAL
+from queueadmin.core.engine.client.dedup import split_key
 
 from .base import _int, keys, queue_names, rdb
 

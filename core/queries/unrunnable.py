@@ -4,8 +4,8 @@ with no such work costs one HLEN in a pipeline."""
 from __future__ import annotations
 
 from queueadmin.core import conf
-from queueadmin.core.engine import abilities
-from queueadmin.core.engine.registry import Registry
+from queueadmin.core.engine.runtime import abilities
+from queueadmin.core.engine.runtime.registry import Registry
 
 from .base import client, keys, rdb
 

@@ -10,7 +10,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from queueadmin.core import queries
-from queueadmin.core.engine.client import QueueError
+from queueadmin.core.engine.client.queue_client import QueueError
 
 from . import ops
 from .common import RID, act_required, confirm, page, selected_pairs, staff_required

@@ -20,9 +20,9 @@ from collections import defaultdict
 
 from queueadmin.core import conf
 from queueadmin.core import queries, services
-from queueadmin.core.engine.client import QueueError
-from queueadmin.core.engine.registry import Registry
-from queueadmin.core.engine.upkeep import Upkeep
+from queueadmin.core.engine.client.queue_client import QueueError
+from queueadmin.core.engine.runtime.registry import Registry
+from queueadmin.core.engine.runtime.upkeep import Upkeep
 
 
 def _engine():

@@ -11,10 +11,11 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from queueadmin.core import queries, webhooks
-from queueadmin.core.engine.client import QueueError
+from queueadmin.core import queries
+from queueadmin.core.webhooks import policy as webhooks
+from queueadmin.core.engine.client.queue_client import QueueError
 from queueadmin.core.engine.config import MAX_CONCURRENCY
-from queueadmin.core.engine.reads import result_json
+from queueadmin.core.engine.client.reads import result_json
 from queueadmin.core.forms import RequestFilterForm
 from queueadmin.core.models import RequestRecord
 from queueadmin.core.queries import unrunnable

@@ -10,7 +10,7 @@ import redis
 from django.http import Http404
 
 from queueadmin.core import periodic, queries
-from queueadmin.core.engine.client import QueueError
+from queueadmin.core.engine.client.queue_client import QueueError
 from queueadmin.core.models import PeriodicRequest
 from queueadmin.core.queries.scheduled import periodic as periodic_rows
 

@@ -9,7 +9,7 @@ from django.views.decorators.http import require_http_methods
 import redis
 
 from queueadmin.core import queries, services
-from queueadmin.core.engine.client import QueueError
+from queueadmin.core.engine.client.queue_client import QueueError
 from queueadmin.core.engine.errors import describe
 from queueadmin.core.forms import SubmitForm
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from queueadmin.core import services
-from queueadmin.core.engine import periodic
+from queueadmin.core.engine.features import periodic
 from queueadmin.core.engine.config import QueueConfig
 from tests.browser.conftest import ROOT, _env, shot
 

@@ -13,8 +13,8 @@ from django.db import DatabaseError
 
 from queueadmin.core import conf
 from queueadmin.core.engine.errors import QueueError, describe
-from queueadmin.core.engine.limits import check_text
-from queueadmin.core.engine.scripts import ScriptError
+from queueadmin.core.engine.client.limits import check_text
+from queueadmin.core.engine.store.scripts import ScriptError
 
 
 def one_line(exc: BaseException) -> str:

@@ -14,7 +14,7 @@ from django.db import DatabaseError
 
 from queueadmin.core import conf
 from queueadmin.core import services
-from queueadmin.core.engine.keys import Keys
+from queueadmin.core.engine.store.keys import Keys
 from queueadmin.core.queries import unrunnable
 from queueadmin.core.queries.dead import counts_by_queue
 

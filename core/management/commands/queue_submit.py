@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from queueadmin.core import services
 from queueadmin.core.engine.errors import QueueError
-from queueadmin.core.engine.limits import check_count, check_item
+from queueadmin.core.engine.client.limits import check_count, check_item
 
 from ._cli import push_queue, user_errors
 
@@ -69,7 +69,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         if options.get("callback_url") is not None:
-            from queueadmin.core import webhooks
+            from queueadmin.core.webhooks import policy as webhooks
 
             problem = webhooks.refusal(options["callback_url"])
             if problem:

@@ -12,10 +12,11 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
 from queueadmin.core import conf
-from queueadmin.core import launch, services, webhook_sender
+from queueadmin.core import launch, services
+from queueadmin.core.webhooks import sender as webhook_sender
 from queueadmin.core.engine import errors
-from queueadmin.core.engine.processors import Processors
-from queueadmin.core.engine.worker import Worker
+from queueadmin.core.engine.runtime.processors import Processors
+from queueadmin.core.engine.runtime.worker import Worker
 
 
 class Command(BaseCommand):

@@ -1,0 +1,5 @@
+"""The producer and operator API of the engine: `QueueClient` (submit,
+stream, status, results, steer, queue settings and figures)."""
+from queueadmin.core.engine.client.queue_client import QueueClient
+
+__all__ = ["QueueClient"]

@@ -1,0 +1,217 @@
+"""Reading the queue: a request's status, results and items, dead letters,
+and queue-wide figures. Mixed into QueueClient; no writes here."""
+from __future__ import annotations
+
+import json
+from typing import Iterator
+
+from queueadmin.core.engine.client.dedup import split_key
+from queueadmin.core.engine.errors import QueueError
+
+TERMINAL = ("completed", "failed", "cancelled", "expired")
+_COUNTERS = ("total", "done", "failed", "expired", "priority", "concurrency")
+_TIMES = ("created_at", "started_at", "finished_at", "not_before", "expires_at")
+
+
+class Reads:
+    """Needs `self.redis`, `self.keys` and `self.queue_config` (QueueClient)."""
+
+    def _meta_or_raise(self, rid: str) -> dict:
+        meta = self.redis.hgetall(self.keys.request(rid).meta)
+        if not meta:
+            raise QueueError(f"unknown request {rid!r} (never submitted, or cleaned up after its retention)")
+        return meta
+
+    def status(self, rid: str) -> dict | None:
+        """The request's state and counts, or None if Redis no longer has it."""
+        rk = self.keys.request(rid)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hgetall(rk.meta)
+        pipe.zcard(rk.leases)
+        pipe.zcard(rk.dead)
+        meta, leased, dead = pipe.execute()
+        return parse_status(meta, leased, dead) if meta else None
+
+    def statuses(self, rids: list[str]) -> list[dict | None]:
+        pipe = self.redis.pipeline(transaction=False)
+        for rid in rids:
+            rk = self.keys.request(rid)
+            pipe.hgetall(rk.meta)
+            pipe.zcard(rk.leases)
+            pipe.zcard(rk.dead)
+        out = pipe.execute()
+        return [parse_status(*out[i:i + 3]) if out[i] else None for i in range(0, len(out), 3)]
+
+    def finished_statuses(self, rids: list[str]) -> list[dict]:
+        """Statuses of finished requests, for history: their meta hashes in one
+        round trip (nothing is in flight any more); the leases and dead-letter
+        counts only for those with a webhook, whose summary shows them."""
+        pipe = self.redis.pipeline(transaction=False)
+        for rid in rids:
+            pipe.hgetall(self.keys.request(rid).meta)
+        metas = [m for m in pipe.execute() if m]
+        hooked = [m for m in metas if m.get("callback_url")]
+        full = dict(zip((m["id"] for m in hooked), self.statuses([m["id"] for m in hooked]))) if hooked else {}
+        return [full.get(m["id"]) or parse_status(m, 0, 0) for m in metas]
+
+    def results(self, rid: str, batch: int = 1000) -> Iterator[dict]:
+        """One record per item, ordered by index."""
+        meta = self._meta_or_raise(rid)
+        total, state = int(meta.get("total", 0)), meta.get("state")
+        missing = {"cancelled": "cancelled", "expired": "expired"}.get(state, "pending")
+        rk = self.keys.request(rid)
+        for start in range(0, total, batch):
+            idx = list(range(start, min(total, start + batch)))
+            for i, raw in zip(idx, self.redis.hmget(rk.results, idx)):
+                record = json.loads(raw) if raw else {"status": missing}
+                if record.get("status") == "retrying" and state in ("cancelled", "expired"):
+                    record["status"] = missing
+                yield {"index": i, **record}
+
+    def items(self, rid: str, start: int = 0, count: int = 50) -> list[dict]:
+        """A page of items with their payload, state and result (for dashboards)."""
+        meta = self._meta_or_raise(rid)
+        rk = self.keys.request(rid)
+        # entries are in index order (retried items are appended again later);
+        # reading up to the page's end costs O(start + count)
+        lean = self.lean_item(rid) if meta.get("lean") == "1" else None
+        if lean is not None:
+            entries = [(lean["e"], {"i": lean["i"], "p": lean["p"]})] if lean else []
+        else:
+            entries = self.redis.xrange(rk.items, "-", "+", count=start + count)
+        by_index = {}
+        for eid, fields in entries:
+            by_index.setdefault(int(fields["i"]), (eid, fields["p"]))
+        idx = list(range(start, min(int(meta.get("total", 0)), start + count)))
+        results = self.redis.hmget(rk.results, idx) if idx else []
+        leases = self.redis.zrange(rk.leases, 0, -1, withscores=True)
+        lease_of = dict(leases)
+        out = []
+        for i, raw in zip(idx, results):
+            eid, payload = by_index.get(i, (None, "null"))
+            record = json.loads(raw) if raw else {}
+            status = record.get("status") or ("running" if eid in lease_of else "pending")
+            out.append({"index": i, "entry": eid, "payload": json.loads(payload), **record, "status": status,
+                        "lease_deadline": lease_of.get(eid)})
+        return out
+
+    def dead_letters(self, rid: str) -> list[dict]:
+        rk = self.keys.request(rid)
+        out = []
+        for eid, at in self.redis.zrange(rk.dead, 0, -1, withscores=True):
+            item = self.item(rid, eid)
+            if not item:
+                continue
+            idx = item["index"]
+            record = json.loads(self.redis.hget(rk.results, idx) or "{}")
+            out.append({"request": rid, "entry": eid, "index": idx, "payload": json.loads(item["payload"]),
+                        "dead_at": record.get("finished_at", at / 1000), **record})
+        return out
+
+    # -- items, in a stream or lean (one item in a hash: lua/_request.lua) ---------
+
+    def lean_item(self, rid: str) -> dict | None:
+        """The fields of a lean request's item (e: entry id, i, p, h: holder,
+        d: deliveries), {} if its key is gone; None for a stream request."""
+        items = self.keys.request(rid).items
+        kind = self.redis.type(items)
+        if kind == "hash":
+            return self.redis.hgetall(items)
+        return {} if kind == "none" else None
+
+    def pipe_item(self, pipe, rid: str, entry: str) -> None:
+        """Queue a read of one item (either representation) on a pipeline run
+        with `self.scripts.execute`; `parse_item` reads the answer."""
+        self.scripts.pipe(pipe, "item", [self.keys.request(rid).items], [entry])
+
+    def pipe_holders(self, pipe, rid: str) -> None:
+        """Queue a read of the workers holding a request's items; `parse_holders`."""
+        self.scripts.pipe(pipe, "holders", [self.keys.request(rid).items], [])
+
+    def item(self, rid: str, entry: str) -> dict | None:
+        """One item: {index, payload (JSON text), consumer ("" when not held), deliveries, idle_ms}."""
+        pipe = self.redis.pipeline(transaction=False)
+        self.pipe_item(pipe, rid, entry)
+        return parse_item(self.scripts.execute(pipe)[0])
+
+    def live_requests(self, queue: str) -> dict[str, dict]:
+        """Registered requests of a queue: id -> {priority, concurrency, scheduled}."""
+        out = {}
+        for rid, v in self.redis.hgetall(self.keys.queue(queue).reqs).items():
+            p, c, _, s = v.split("|")
+            out[rid] = {"priority": int(p), "concurrency": int(c), "scheduled": s == "s"}
+        return out
+
+    def queue_stats(self, queue: str) -> dict:
+        """Depth by priority (items not yet started), in flight, scheduled, dead letters."""
+        config = self.queue_config(queue)
+        qk = self.keys.queue(queue)
+        live = self.live_requests(queue)
+        rids = list(live)
+        by_priority: dict[int, int] = {}
+        in_flight = dead = scheduled = 0
+        for rid, st in zip(rids, self.statuses(rids)):
+            if not st:
+                continue
+            if live[rid]["scheduled"]:
+                scheduled += st["total"]
+                continue
+            waiting = max(0, st["total"] - st["done"] - st["failed"] - st["expired"] - st["in_flight"])
+            if waiting:
+                by_priority[st["priority"]] = by_priority.get(st["priority"], 0) + waiting
+            in_flight += st["in_flight"]
+            dead += st["dead"]
+        return {
+            "queue": queue, "paused": config.paused, "requests": len(rids),
+            "depth": sum(by_priority.values()), "depth_by_priority": dict(sorted(by_priority.items(), reverse=True)),
+            "in_flight": in_flight, "scheduled": scheduled, "dead": dead,
+            "tokens_waiting": self.redis.zcard(qk.tokens), "tokens_held": self.redis.hlen(qk.held),
+        }
+
+
+
+def parse_status(meta: dict, leased: int, dead: int) -> dict:
+    st = dict(meta)
+    for f in _COUNTERS:
+        st[f] = int(meta.get(f, 0) or 0)
+    for f in _TIMES:
+        st[f] = int(meta[f]) / 1000 if meta.get(f) else None
+    st["finalized"] = meta.get("finalized") == "1"
+    st["in_flight"] = int(leased)
+    st["dead"] = int(dead)
+    st.pop("pub", None)
+    if st.get("dedup_key"):  # the caller's key; its scope apart (dedup.py)
+        st["dedup_scope"], st["dedup_key"] = split_key(st["dedup_key"])
+    if "then" in st:  # a chained request: what follows it (core/engine/chains.py)
+        try:
+            st["then"] = json.loads(st["then"])
+        except ValueError:
+            st.pop("then")
+    return st
+
+
+def result_json(record: dict, compact: bool = True) -> str:
+    """A result record as one line of standard JSON (a results download). A
+    record stored before results were checked (limits.encode_value) that
+    holds NaN or Infinity comes out as a corrupt one, not as invalid JSON."""
+    separators = (",", ":") if compact else (", ", ": ")
+    try:
+        text = json.dumps(record, ensure_ascii=False, allow_nan=False, separators=separators)
+    except ValueError:
+        text = json.dumps({"index": record.get("index"), "status": "corrupt",
+                           "error": "the stored record is not standard JSON (it holds NaN or Infinity)"},
+                          separators=separators)
+    return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def parse_item(answer) -> dict | None:
+    """An `item` script answer as {index, payload, consumer, deliveries, idle_ms}, or None."""
+    if not answer:
+        return None
+    return {"index": int(answer[0]), "payload": answer[1], "consumer": answer[2], "deliveries": int(answer[3]),
+            "idle_ms": int(answer[4])}
+
+
+def parse_holders(answer) -> list[dict]:
+    """A `holders` script answer as XPENDING's summary lists consumers: [{name, pending}]."""
+    return [{"name": answer[i], "pending": int(answer[i + 1])} for i in range(0, len(answer or []), 2)]

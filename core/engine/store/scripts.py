@@ -1,0 +1,126 @@
+"""The registry of Lua scripts in ``lua/``.
+
+Each file is ``name-N.lua`` where N is its number of KEYS, or
+``name-N+Pn.lua`` for a script that serves n >= 1 groups of P keys after N
+fixed ones (several requests of one slot); the registry is built from the
+directory listing and each call's key count is checked. Calls go
+through redis-py ``Script`` objects (EVALSHA, falling back on NOSCRIPT).
+Files starting with ``_`` hold shared helpers: a line ``--@include _x.lua``
+is replaced by that file's text when the script is loaded.
+"""
+from __future__ import annotations
+
+import enum
+import re
+from pathlib import Path
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+LUA_DIR = Path(__file__).resolve().parents[3] / "lua"
+_NAME = re.compile(r"^(?P<name>[a-z_]+)-(?P<nkeys>\d+)(?:\+(?P<per>\d+)n)?\.lua$")
+_INCLUDE = re.compile(r"^--@include (?P<file>_[a-z_]+\.lua)$", re.M)
+
+
+class Code(enum.IntEnum):
+    """Negative integers that scripts return on refusal; see each `return -N`."""
+
+    NOT_FOUND = -1  # the request (or item) does not exist
+    FINISHED = -2  # the request is already completed, failed, cancelled or expired
+    NOT_HELD = -3  # the token or item is no longer held by this worker
+    FINALIZED = -4  # items were added to a request that is already finalized
+    EXISTS = -5  # a request with this id exists already
+
+
+class ScriptError(Exception):
+    def __init__(self, script: str, code: Code):
+        super().__init__(f"{script}: {code.name.lower().replace('_', ' ')}")
+        self.code = code
+
+
+class Scripts:
+    """Loads every script once and calls them with a key-count check."""
+
+    def __init__(self, redis, lua_dir: Path = LUA_DIR):
+        self.redis = redis
+        self._scripts = {}
+        self._nkeys = {}
+        for path in sorted(lua_dir.glob("[!_]*.lua")):
+            m = _NAME.match(path.name)
+            if not m:
+                raise ValueError(f"lua/{path.name}: name must be name-NKEYS.lua or name-NKEYS+PERn.lua")
+            name = m["name"]
+            self._scripts[name] = redis.register_script(resolve(path))
+            self._nkeys[name] = (int(m["nkeys"]), int(m["per"] or 0))
+        try:
+            self.load()
+        except (ConnectionError, TimeoutError, RedisConnectionError, RedisTimeoutError):
+            pass  # loaded on first use instead (NOSCRIPT fallback)
+
+    def load(self, names=None) -> None:
+        """SCRIPT LOAD the given scripts (all by default; on a cluster, on every node)."""
+        for name in names or self._scripts:
+            self.redis.script_load(self._scripts[name].script)
+
+    def names(self) -> list[str]:
+        return sorted(self._scripts)
+
+    def _check_keys(self, name: str, keys: list[str]) -> None:
+        fixed, per = self._nkeys[name]
+        extra = len(keys) - fixed
+        if (extra != 0) if not per else (extra <= 0 or extra % per):
+            wanted = f"{fixed} + {per}n (n >= 1)" if per else str(fixed)
+            raise TypeError(f"{name} takes {wanted} keys, got {len(keys)}")
+
+    def __call__(self, name: str, keys: list[str], args: list, client=None):
+        self._check_keys(name, keys)
+        result = self._scripts[name](keys=keys, args=args, client=client)
+        if isinstance(result, int) and result < 0:
+            raise ScriptError(name, Code(result))
+        return result
+
+    def pipe(self, pipe, name: str, keys: list[str], args: list):
+        """Queue a script call (EVALSHA) on a pipeline run by `execute`; the
+        caller checks the result. Unlike redis-py's own pipelined scripts, this
+        costs no SCRIPT EXISTS round trip per pipeline."""
+        self._check_keys(name, keys)
+        pipe.evalsha(self._scripts[name].sha, len(keys), *keys, *args)
+        if not hasattr(pipe, "_qa_calls"):
+            pipe._qa_calls = {}
+        pipe._qa_calls[len(pipe.command_stack) - 1] = (name, keys, args)
+
+    def execute(self, pipe) -> list:
+        """Run a pipeline. Script calls that met NOSCRIPT (Redis restarted or
+        was flushed) are loaded and run again, in their order; any other error
+        is raised."""
+        calls = getattr(pipe, "_qa_calls", {})
+        results = pipe.execute(raise_on_error=False)
+        missing = [i for i, r in enumerate(results) if isinstance(r, NoScriptError) and i in calls]
+        if missing:
+            self.load({calls[i][0] for i in missing})
+            retry = self.redis.pipeline(transaction=False)
+            for i in missing:
+                name, keys, args = calls[i]
+                retry.evalsha(self._scripts[name].sha, len(keys), *keys, *args)
+            for i, result in zip(missing, retry.execute(raise_on_error=False)):
+                results[i] = result
+        for result in results:
+            if isinstance(result, Exception):
+                raise result
+        return results
+
+
+def resolve(path: Path) -> str:
+    """The script's text with each ``--@include`` line replaced (one level)."""
+    def include(m):
+        return (path.parent / m["file"]).read_text()
+
+    return _INCLUDE.sub(include, path.read_text())
+
+
+def check(name: str, result):
+    """Raise the mapped error for a negative integer answer from a pipeline."""
+    if isinstance(result, int) and result < 0:
+        raise ScriptError(name, Code(result))
+    return result

@@ -1,0 +1,246 @@
+"""One-item requests (every Django task's `.enqueue()`): the semantics of
+DESIGN.md hold for them as for any request (priority over many levels,
+de-dup, delay, expiry, dead letters and retry, cancel, results, SIGKILL), and
+a claim stays large when many priority levels are in use (issue 13).
+Runs on a single server and on a cluster."""
+import random
+import time
+
+import pytest
+from redis.crc import key_slot
+
+from queueadmin.core.engine.config import QueueConfig
+from queueadmin.core.engine.store.keys import slot_tag
+from tests.engine_helpers import burst, dispatch_is_empty, wait_for
+
+BACKENDS = ("single", "cluster")  # each test runs on one server and on a local cluster (conftest)
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def started_order(qc, subs):
+    rows = []
+    for sub in subs:
+        (rec,) = list(qc.results(sub.id))
+        rows.append((rec["started_at"], sub.id))
+    return [rid for _, rid in sorted(rows)]
+
+
+def claim(qc, queue, worker, want, workers=1):
+    """One dispatch round trip of a worker that gives nothing back."""
+    qk = qc.keys.queue(queue)
+    cfg = qc.queue_config(queue)
+    return qc.scripts("cycle", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked, qk.wake, qk.config,
+                                qk.lastserved, qk.rate, qk.ratelog, qk.needs], [worker, cfg.lease_ms, want, 0, workers])[1:]
+
+
+# -- where a one-item request lives ----------------------------------------------
+
+def test_a_one_item_request_lives_in_its_queue_slot_and_others_in_their_own(qc):
+    slot = {key_slot(k.encode()) for k in qc.keys.queue("default").all_dispatch()}
+    one = qc.submit("default", "echo", ["x"])
+    assert qc.keys.in_queue_slot(one.id) and one.id.endswith("-" + slot_tag("default"))
+    assert {key_slot(k.encode()) for k in qc.keys.request(one.id).all()} == slot
+    two = qc.submit("default", "echo", ["x", "y"])
+    far = qc.submit("default", "echo", ["z"], delay=3600)  # waits in a schedule shard: its own slot
+    for sub in (two, far):
+        assert not qc.keys.in_queue_slot(sub.id)
+        assert len({key_slot(k.encode()) for k in qc.keys.request(sub.id).all()}) == 1
+    assert qc.status(one.id)["total"] == 1 and qc.status(far.id)["state"] == "scheduled"
+
+
+def test_a_duplicate_one_item_submission_creates_nothing(qc):
+    first = qc.submit("default", "echo", ["same"])
+    size = qc.redis.dbsize()
+    again = qc.submit("default", "echo", ["same"])
+    assert (again.id, again.duplicate) == (first.id, True)
+    assert qc.redis.dbsize() == size
+    burst(qc)
+    assert qc.status(first.id)["state"] == "completed" and dispatch_is_empty(qc)
+
+
+# -- many priority levels -------------------------------------------------------
+
+def test_a_claim_continues_into_lower_bands_best_first(qc):
+    """100 one-item requests over 100 levels: one claim of 32 takes the 32
+    best, in priority order, not only the one token of the best band."""
+    prios = list(range(100))
+    random.Random(3).shuffle(prios)
+    by_rid = {qc.submit("default", "echo", [p], priority=p).id: p for p in prios}
+    got = claim(qc, "default", "w1", 32)
+    assert [by_rid[t.rpartition("#")[0]] for t in got] == list(range(99, 67, -1))
+    # a token of a higher band submitted now is taken before every lower one left
+    top = qc.submit("default", "echo", ["late"], priority=99)
+    got = claim(qc, "default", "w2", 3)
+    assert [t.rpartition("#")[0] for t in got][0] == top.id
+    assert [by_rid[t.rpartition("#")[0]] for t in got[1:]] == [67, 66]
+
+
+def test_one_item_requests_over_many_levels_start_in_strict_priority_then_fifo(qc):
+    rng = random.Random(11)
+    subs = [(qc.submit("default", "echo", [k], priority=rng.randrange(100)), k) for k in range(150)]
+    prio = {sub.id: p for sub, p in ((s, qc.status(s.id)["priority"]) for s, _ in subs)}
+    seq = {sub.id: k for sub, k in subs}
+    burst(qc)
+    order = started_order(qc, [s for s, _ in subs])
+    assert order == sorted(order, key=lambda rid: (-prio[rid], seq[rid]))
+    assert dispatch_is_empty(qc)
+
+
+# -- the features a one-item request has ------------------------------------------
+
+def test_result_status_and_history_fields_of_a_one_item_request(qc):
+    sub = qc.submit("default", "uppercase", ["hello"])
+    assert qc.status(sub.id)["state"] == "queued"
+    burst(qc)
+    st = qc.status(sub.id)
+    assert (st["state"], st["total"], st["done"], st["failed"], st["in_flight"]) == ("completed", 1, 1, 0, 0)
+    assert st["started_at"] and st["finished_at"] >= st["started_at"]
+    (rec,) = list(qc.results(sub.id))
+    assert (rec["index"], rec["status"], rec["result"], rec["attempts"]) == (0, "done", "HELLO", 1)
+    (item,) = qc.items(sub.id)
+    assert (item["payload"], item["status"]) == ("hello", "done")
+    assert dispatch_is_empty(qc)
+
+
+def test_dedup_of_one_item_requests_while_pending_only(qc):
+    a = qc.submit("default", "echo", ["same"])
+    b = qc.submit("default", "echo", ["same"])
+    assert b.duplicate and b.id == a.id
+    other = qc.submit("default", "echo", ["other"])
+    assert not other.duplicate and other.id != a.id
+    burst(qc)
+    c = qc.submit("default", "echo", ["same"])
+    assert not c.duplicate and c.id != a.id
+
+
+def test_delay_then_run(qc):
+    sub = qc.submit("default", "echo", ["later"], delay=0.4)
+    t0 = time.time()
+    assert qc.status(sub.id)["state"] == "scheduled"
+    wait_for(lambda: burst(qc) and qc.status(sub.id)["state"] == "completed", 10)
+    (rec,) = list(qc.results(sub.id))
+    assert rec["started_at"] >= t0 + 0.35
+
+
+def test_expired_one_item_request_never_runs(qc):
+    sub = qc.submit("default", "echo", ["stale"], expires_in=0.05)
+    time.sleep(0.2)
+    burst(qc)
+    st = qc.status(sub.id)
+    assert (st["state"], st["expired"], st["done"]) == ("expired", 1, 0)
+    (rec,) = list(qc.results(sub.id))
+    assert rec["status"] == "expired" and "started_at" not in rec
+    assert dispatch_is_empty(qc)
+
+
+def test_cancel_a_queued_one_item_request(qc):
+    sub = qc.submit("default", "echo", ["x"])
+    qc.cancel(sub.id)
+    burst(qc)
+    st = qc.status(sub.id)
+    assert (st["state"], st["done"]) == ("cancelled", 0)
+    assert [r["status"] for r in qc.results(sub.id)] == ["cancelled"]
+    assert dispatch_is_empty(qc)
+    again = qc.submit("default", "echo", ["x"])  # its de-dup claim went with it
+    assert not again.duplicate
+
+
+def test_dead_letter_then_retry_of_a_one_item_request(qc, tmp_path):
+    switch = tmp_path / "fail"
+    switch.write_text("on")
+    qc.define_queue("dl", QueueConfig(backoff_seconds=0.0, max_attempts=2))
+    sub = qc.submit("dl", "flaky_switch", [str(switch)])
+    burst(qc, ["dl"])
+    st = qc.status(sub.id)
+    assert (st["state"], st["failed"], st["dead"]) == ("failed", 1, 1)
+    (dead,) = qc.dead_letters(sub.id)
+    assert dead["attempts"] == 2 and "switch is on" in dead["error"]
+    switch.unlink()
+    assert qc.retry_dead(sub.id) == 1
+    burst(qc, ["dl"])
+    st = qc.status(sub.id)
+    assert (st["state"], st["done"], st["failed"], st["dead"]) == ("completed", 1, 0, 0)
+    (rec,) = list(qc.results(sub.id))
+    assert (rec["status"], rec["result"]) == ("done", "ok")
+    assert dispatch_is_empty(qc, "dl")
+
+
+def test_a_lease_that_runs_out_redelivers_with_an_attempt_counted(qc):
+    sub = qc.submit("fast", "stall_first", [1.6])  # lease 1 s: attempt 1 outlives it
+    w = claim(qc, "fast", "ghost", 1)  # a worker that claims and then dies
+    assert len(w) == 1
+    rk = qc.keys.request(sub.id)
+    cfg = qc.queue_config("fast")
+    got = qc.scripts("take", rk.all(), ["ghost", cfg.lease_ms, cfg.max_attempts, cfg.retention_ms, "", 1])
+    assert len(got) == 11  # one item handed out, never acknowledged
+    wait_for(lambda: burst(qc, ["fast"]) and qc.status(sub.id)["state"] == "completed", 20)
+    (rec,) = list(qc.results(sub.id))
+    assert rec["status"] == "done" and rec["attempts"] == 2
+    assert dispatch_is_empty(qc, "fast")
+
+
+# -- real worker processes, SIGKILL ------------------------------------------------
+
+@pytest.mark.slow
+def test_sigkill_at_random_instants_loses_no_one_item_request(qc, workers):
+    qc.define_queue("crash", QueueConfig(lease_seconds=2))
+    subs = [qc.submit("crash", "sleep", [0.002], dedup=False, priority=k % 100) for k in range(600)]
+    procs = [workers.start("crash"), workers.start("crash")]
+    rng = random.Random(5)
+    for _ in range(5):
+        time.sleep(rng.uniform(0.2, 0.5))
+        victim = procs.pop(rng.randrange(len(procs)))
+        workers.kill(victim)
+        procs.append(workers.start("crash"))
+
+    def all_done():
+        return all(s and s["state"] == "completed" for s in qc.statuses([s.id for s in subs]))
+
+    wait_for(all_done, 90, interval=0.3, message=workers.logs())
+    for sub in subs:
+        (rec,) = list(qc.results(sub.id))
+        assert rec["status"] == "done"
+        assert qc.redis.hlen(qc.keys.request(sub.id).results) == 1
+    wait_for(lambda: dispatch_is_empty(qc, "crash"), 10)
+
+
+@pytest.mark.slow
+def test_chaos_retries_and_sigkills_leave_every_one_item_request_with_one_outcome(qc, workers):
+    """Handlers that fail twice, workers killed at random: every request ends
+    completed (third attempt) or, if kills ate its attempts, failed with a dead
+    letter; one result each, nothing left in dispatch."""
+    qc.define_queue("chaos", QueueConfig(lease_seconds=1.5, backoff_seconds=0.0, max_attempts=3))
+    subs = [qc.submit("chaos", "fail_until_third", [k], dedup=False, priority=k % 7) for k in range(300)]
+    procs = [workers.start("chaos"), workers.start("chaos")]
+    rng = random.Random(13)
+    for _ in range(4):
+        time.sleep(rng.uniform(0.2, 0.5))
+        victim = procs.pop(rng.randrange(len(procs)))
+        workers.kill(victim)
+        procs.append(workers.start("chaos"))
+    rids = [s.id for s in subs]
+    wait_for(lambda: all(s and s["state"] in ("completed", "failed") for s in qc.statuses(rids)), 90,
+             interval=0.3, message=workers.logs())
+    states = {"completed": 0, "failed": 0}
+    for rid in rids:
+        st = qc.status(rid)
+        states[st["state"]] += 1
+        (rec,) = list(qc.results(rid))
+        if st["state"] == "completed":
+            assert (rec["status"], rec["result"], rec["attempts"]) == ("done", "ok", 3)
+        else:
+            assert st["dead"] == 1 and rec["status"] == "failed"
+    assert states["completed"] >= 250, states
+    wait_for(lambda: dispatch_is_empty(qc, "chaos"), 10)
+
+
+def test_the_fair_share_leaves_a_worker_of_fast_items_a_batch(qc):
+    """Ten tokens over eight workers: a fair share is two tokens, but a worker
+    of fast items asks for at least four (claims.LEAST_FAST_SHARE), so it
+    runs a batch per round trip rather than an item per round trip."""
+    sub = qc.submit("default", "echo", list(range(100)), concurrency=10)
+    assert len(claim(qc, "default", "w1", 32, workers=8)) == 2
+    assert len(claim(qc, "default", "w2", 32, workers="8/4")) == 4
+    assert len(claim(qc, "default", "w3", 32, workers="8/4")) == 4  # 10 in play: the share is not what is left
+    assert claim(qc, "default", "w4", 32, workers="8/4") == [] and qc.status(sub.id)["total"] == 100
