@@ -72,7 +72,7 @@ def setup(tmp: Path):
 def populate(n_requests: int, n_items: int) -> tuple[str, str]:
     """n_requests queued requests holding n_items items in all; one of them big."""
     from queueadmin.core import services
-    from queueadmin.core.engine.client import QueueClient
+    from queueadmin.core.engine.client.queue_client import QueueClient
 
     services.sync_queues()
     client: QueueClient = services.engine()
@@ -101,7 +101,7 @@ def bench_user():
 def time_pages(sample: str, big: str, runs: int) -> list[tuple[str, float, float]]:
     from django.test import Client
 
-    from queueadmin.core.views.live import render_topic
+    from queueadmin.core.live.topics import render_topic
 
     user = bench_user()
     c = Client()

@@ -41,9 +41,9 @@ class QA:
         self.n_logs = itertools.count()
         if str(self.root) not in sys.path:
             sys.path.insert(0, str(self.root))
-        from queueadmin.core.engine.client import QueueClient
+        from queueadmin.core.engine.client.queue_client import QueueClient
         from queueadmin.core.engine.config import QueueConfig
-        from queueadmin.core.engine.connection import connect
+        from queueadmin.core.engine.store.connection import connect
 
         self.QueueConfig = QueueConfig
         self.client = QueueClient(connect(redis_url), prefix=os.environ.get("QUEUEADMIN_PREFIX", "qa"))

@@ -28,7 +28,7 @@ def with_live_updates(http_application, websocket=None):
     from channels.security.websocket import AllowedHostsOriginValidator
 
     from queueadmin.core.bodylimit import BodyLimit
-    from queueadmin.core.routing import LiveRoute
+    from queueadmin.core.live.routing import LiveRoute
 
     return ProtocolTypeRouter({
         "http": BodyLimit(http_application),
@@ -40,7 +40,7 @@ def keep_server_send(app):
     """Put the server's own `send` in the scope, for the live pushes (see
     `LiveConsumer.push`): hundreds of sockets get each fragment, and the
     middlewares' send wrappers do nothing for `websocket.send`."""
-    from queueadmin.core.consumers import SERVER_SEND
+    from queueadmin.core.live.consumers import SERVER_SEND
 
     async def wrapper(scope, receive, send):
         return await app({**scope, SERVER_SEND: send}, receive, send)

@@ -71,7 +71,7 @@ def qa_job(item):
 
 def qa_sleep(item):
     """queueadmin's built-in `sleep` processor, recorded (`bench_sleep`)."""
-    from queueadmin.core.engine.processors import sleep
+    from queueadmin.core.engine.runtime.processors import sleep
 
     start = time.time()
     out = sleep(item)
@@ -81,7 +81,7 @@ def qa_sleep(item):
 
 async def qa_async_sleep(item):
     """queueadmin's built-in `async_sleep` processor, recorded (`bench_async_sleep`)."""
-    from queueadmin.core.engine.processors import async_sleep
+    from queueadmin.core.engine.runtime.processors import async_sleep
 
     start = time.time()
     out = await async_sleep(item)

@@ -18,8 +18,8 @@ import benchrec
 ROOT = Path(os.environ.get("BENCH_QA_ROOT") or Path(__file__).resolve().parents[2])
 sys.path.insert(0, str(ROOT))
 
-from queueadmin.core.engine.client import QueueClient  # noqa: E402
-from queueadmin.core.engine.connection import connect  # noqa: E402
+from queueadmin.core.engine.client.queue_client import QueueClient  # noqa: E402
+from queueadmin.core.engine.store.connection import connect  # noqa: E402
 
 QUEUE = "bench"
 PROCESSORS = {"noop": "bench", "sleep": "bench_sleep", "async_sleep": "bench_async_sleep"}
