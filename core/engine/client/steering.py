@@ -9,7 +9,8 @@ import time
 
 import redis
 
-from queueadmin.core.engine.features import schedule, webhook_store
+from queueadmin.core.engine import events
+from queueadmin.core.engine.features import schedule
 from queueadmin.core.engine.config import MAX_CONCURRENCY
 from queueadmin.core.engine.errors import QueueError
 from queueadmin.core.engine.client.limits import encode
@@ -27,12 +28,7 @@ class Steering:
             raise QueueError(refusal(rid, exc.code)) from exc
         self._retire(meta["queue"], rid, meta.get("dedup_key", ""))
         self._ask_stop(rid)  # its running items stop too (watchdog.py)
-        if "then" in meta:
-            from queueadmin.core.engine.features import chains
-
-            chains.follow(self, rid)  # a follow-up only if it asked for one on failure
-        if meta.get("callback_url"):
-            webhook_store.enqueue(self, self.status(rid))
+        events.fire(events.CANCELLED, events.Cancelled(self, rid, meta))  # chains, webhooks (events.py)
 
     def stop_item(self, rid: str, entry: str) -> bool:
         """Ask the worker running item `entry` to stop it: the attempt is

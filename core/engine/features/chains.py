@@ -14,6 +14,8 @@ id is derived from its parent's, so a second attempt finds it created (and
 registering it with its queue again is harmless); the parent's id waits in
 the `chains` sorted set until its follow-up exists, so any worker's upkeep
 finishes the job if the worker that saw the request finish died first.
+
+Hangs on the engine's events (events.py): FINISHED and CANCELLED.
 """
 from __future__ import annotations
 
@@ -109,6 +111,17 @@ def follow_many(client, rids: list[str]) -> None:
     for rid, score in zip(rids, scores):
         if score is not None:
             follow(client, rid)
+
+
+def on_finished(finished) -> None:
+    """events.FINISHED: the chained ones among the finished requests get their follow-ups."""
+    follow_many(finished.client, finished.rids)
+
+
+def on_cancelled(cancelled) -> None:
+    """events.CANCELLED: a follow-up, if the request asked for one on failure."""
+    if "then" in cancelled.meta:
+        follow(cancelled.client, cancelled.rid)
 
 
 def sweep(client, limit: int = 100) -> int:

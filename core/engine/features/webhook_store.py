@@ -5,9 +5,13 @@ A request that carries a `callback_url` (in its meta hash, with the signer
 that signs it) gets one delivery when it finishes (completed, failed,
 cancelled or expired): a hash holding the request, the URL, the signer, the
 exact body to POST and a log of attempts (`a:1`, `a:2`, ...).
+It is made when the request is cancelled (`on_cancelled`, on the engine's
+CANCELLED event: events.py), when a worker process run through Django sees it
+finish (core/webhooks/deliveries.py, on FINISHED), and otherwise by `sweep`,
+which looks at watched requests now and then.
 
 Deliveries wait in their TARGET's queue (a target is the receiver's
-host:port): senders (core/webhook_sender.py, threads of each worker process)
+host:port): senders (core/webhooks/sender.py, threads of each worker process)
 take a due target with one script (`webhook_take`), which claims its
 earliest due delivery, so a target is sent one delivery at a time by all
 senders together and two senders never send the same attempt; they record
@@ -16,7 +20,7 @@ each attempt with a script that checks the claim still holds
 doubles with each (up to WEBHOOK_BACKOFF_MAX_SECONDS) and moves to a slow
 set, which senders serve with fewer threads: slow receivers delay only
 themselves. All keys share the `{wh}` slot (keys.py). No Django here: the
-HTTP side, signing secrets and the target policy live in core/webhooks.py.
+HTTP side, signing secrets and the target policy live in core/webhooks/.
 
 Older versions kept one due set of deliveries (`webhook_add`,
 `webhook_claim`, `webhook_done`, kept for them); `adopt` moves what they
@@ -84,6 +88,12 @@ def enqueue(client, status: dict | None) -> str | None:
     client.scripts("webhook_queue", [*_target_keys(k, tid), k.webhook(did), k.webhooks_of(status["id"])],
                    [did, GIVE_UP_MS + KEEP_MS, tid, name, *fields])
     return did
+
+
+def on_cancelled(cancelled) -> None:
+    """events.CANCELLED: a cancelled request that asked for a webhook gets its delivery."""
+    if cancelled.meta.get("callback_url"):
+        enqueue(cancelled.client, cancelled.status)
 
 
 def watch(client, rid: str) -> None:

@@ -12,6 +12,7 @@ import os
 
 import redis
 
+from queueadmin.core.engine import events
 from queueadmin.core.engine.features import stats
 from queueadmin.core.engine.config import QueueConfig
 from queueadmin.core.engine.errors import QueueError
@@ -60,6 +61,12 @@ class Outcomes:
         self._acked.append(item)
         self._release_token(item, outcome)  # or keep it for the request's next item (keeping.py)
         self._count(item, outcome, took, ran)
+        if outcome == "dead":
+            try:
+                events.fire(events.ITEM_DEAD, events.ItemDead(item.queue, item.rid, item.entry, item.index,
+                                                              item.attempt, ran.error))
+            except Exception:  # a subscriber's trouble never stops the worker
+                log.exception("worker %s: reporting dead item %s#%s failed", self.id, item.rid, item.index)
 
     def _outcome(self, ran: Ran, cfg: QueueConfig) -> tuple[str, str]:
         """done | retry | dead | cancelled, and the result record to store.

@@ -25,7 +25,7 @@ from typing import Callable
 
 log = logging.getLogger("queueadmin.worker")
 
-RECYCLE = 3  # a child's exit code asking to be replaced (worker.RECYCLE)
+RECYCLE = 3  # a child's exit code asking to be replaced (the worker exits with it; core/launch.py re-executes)
 PR_SET_PDEATHSIG = 1
 
 

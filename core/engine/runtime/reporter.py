@@ -1,7 +1,8 @@
-"""Handing finished requests to the history callbacks (the database, in the
-Django worker) on a background thread, in batches, so that a slow write
-never delays the worker's next item. Chained requests get their follow-ups
-submitted here too (chains.py)."""
+"""Announcing finished requests on a background thread, in batches, so that
+a slow subscriber never delays the worker's next item: the engine's FINISHED
+event (events.py: chains, and in a worker process run through Django the
+history and webhooks), then the worker's own callbacks (`on_finish`,
+`on_finish_many`), if it was given any."""
 from __future__ import annotations
 
 import logging
@@ -9,7 +10,7 @@ import queue
 import threading
 from typing import Callable
 
-from queueadmin.core.engine.features import chains
+from queueadmin.core.engine import events
 
 log = logging.getLogger("queueadmin.worker")
 
@@ -60,14 +61,15 @@ class Reporter:
                 return
 
     def _report(self, rids: list[str]) -> None:
+        finished = events.Finished(self.client, rids)
         try:
-            chains.follow_many(self.client, rids)  # chained requests get their follow-ups first
-        except Exception:  # the upkeep's sweep submits them later
-            log.exception("following %d finished request(s) failed", len(rids))
+            events.fire(events.FINISHED, finished)  # chained requests get their follow-ups first (events.py)
+        except Exception:  # the upkeep's sweeps catch up (chains, webhooks)
+            log.exception("reporting %d finished request(s) failed", len(rids))
         if not self.wanted:
             return
         try:
-            statuses = self.client.finished_statuses(rids)
+            statuses = finished.statuses  # read once, for the subscribers and the callbacks
             if self.on_finish_many:
                 self.on_finish_many(statuses)
             for st in statuses if self.on_finish else ():

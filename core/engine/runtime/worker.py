@@ -45,6 +45,7 @@ from queueadmin.core.engine.runtime.keeping import Keeping
 from queueadmin.core.engine.runtime.leases import LeaseKeeper
 from queueadmin.core.engine.client.limits import encode
 from queueadmin.core.engine.runtime.outcomes import Outcomes
+from queueadmin.core.engine.runtime.pool import RECYCLE  # exit code: replace this process (pool.py)
 from queueadmin.core.engine.runtime.processors import Processors
 from queueadmin.core.engine.runtime.registry import Registry
 from queueadmin.core.engine.runtime.reporter import Reporter
@@ -57,7 +58,6 @@ log = logging.getLogger("queueadmin.worker")
 TICK_INTERVAL = 0.5  # seconds between upkeep passes (promote, reap, unpark)
 IDLE_WAIT = 1.0  # seconds an idle dispatcher blocks on the wake lists; short, to notice shutdown
 BUSY_POLL = 0.05  # seconds between looks for new work while items run (an item's end ends the wait too)
-RECYCLE = 3  # exit code: replace this process (the pool starts a fresh one at once)
 ASYNC_PROCESSORS = True  # `async def` processors run on the executor's event loop (core.checks reads this)
 
 
