@@ -76,7 +76,7 @@ def test_two_functions_under_one_name_are_a_duplicate(own_catalog, installed):
     processor("taskapp.double")(double)
     assert catalog.functions["taskapp.double"].__module__ == "tests.taskapp.processors"  # the first one stays
     found = run_checks()["queueadmin.E002"]
-    assert len(found) == 1 and "test_processors_registry" in found[0]
+    assert len(found) == 1 and "test_catalog" in found[0]
 
 
 def test_check_reports_processors_that_cannot_run(installed, monkeypatch):
