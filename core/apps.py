@@ -1,5 +1,8 @@
 from django.apps import AppConfig
 
+from queueadmin.core.catalog import autodiscover
+from queueadmin.core.launch import show_logs
+
 
 class QueueadminConfig(AppConfig):
     """The app a project installs as ``"queueadmin"`` (queueadmin/apps.py
@@ -12,9 +15,8 @@ class QueueadminConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from . import checks, signals, tasks  # noqa: F401  (model signals, system checks, the task resolver)
-        from .catalog import autodiscover
-        from .launch import show_logs
+        # here, not at the top: these import the models, which are ready only now
+        from queueadmin.core import checks, signals, tasks  # noqa: F401  (system checks, model signals, the task resolver)
 
         show_logs()  # queueadmin's own log lines show in a project whose LOGGING says nothing of them
 

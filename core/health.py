@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import logging
 
+import redis
 from django.db import DatabaseError, connection
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
+
+from queueadmin.core import clients
 
 log = logging.getLogger("queueadmin.health")
 
@@ -26,12 +29,8 @@ def healthz(request):
 
 
 def check_redis() -> str:
-    import redis
-
-    from .services import redis_client
-
     try:
-        redis_client().ping()
+        clients.redis_client().ping()
         return "ok"
     except (redis.RedisError, OSError) as exc:
         log.warning("readyz: Redis: %s", exc)

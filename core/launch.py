@@ -7,8 +7,19 @@ whatever needs it waits for it there.
 
 `--processes N` forks N children from a parent that has read the settings
 and opened no connection and no thread. The Django command
-(core/management/commands/queue_worker.py) shares the arguments and `serve`,
-for `call_command` and for queues only the database knows yet.
+(core/management/commands/queue_worker.py) shares the arguments, `serve`
+and `record_finishes`, for `call_command` and for queues only the database
+knows yet.
+
+A worker process run either way records what its worker sees finish: the
+history and webhook deliveries hang on the engine's FINISHED event there
+(`record_finishes`; core/engine/events.py). The web process runs no worker,
+and a worker run in-process for another purpose (a script, a test) records
+nothing unless it is given `on_finish`.
+
+Imports sit inside the functions here: `manage.py queue_worker` reaches
+`main` before anything else is loaded, and each step loads only what it
+needs (the engine for serving; Django, on its own thread, afterwards).
 """
 from __future__ import annotations
 
@@ -70,8 +81,7 @@ def serve(opts, make_worker: Callable[[int, int, Callable[[int], None]], object]
     """Run one worker here, or a pool of forked ones; returns the exit status.
     `make_worker(slot, recycled, exit_now)` builds a slot's Worker. A single
     worker that must be replaced re-executes itself (same pid)."""
-    from queueadmin.core.engine.runtime.pool import Pool
-    from queueadmin.core.engine.runtime.worker import RECYCLE
+    from queueadmin.core.engine.runtime.pool import RECYCLE, Pool
 
     if opts.processes > 1:
         before_fork()  # no socket may be shared by the children
@@ -117,16 +127,40 @@ def worker_options(opts, values: dict) -> dict:
                 max_items=opts.max_items_per_process, max_memory_mb=opts.max_memory_per_process)
 
 
+def django_subscribers() -> list[Callable]:
+    """What hangs on FINISHED in a worker process once Django is set up: the
+    finished requests' webhook deliveries (made at once, sent by this
+    process's sender) and their summaries in the history."""
+    from queueadmin.core import history  # Django is set up by now (see DjangoSide)
+    from queueadmin.core.webhooks import deliveries
+
+    return [deliveries.on_finished, history.on_finished]
+
+
+def record_finishes() -> None:
+    """Make this worker process record what its worker sees finish (the
+    Django command; the fast path's DjangoSide waits for Django first)."""
+    from queueadmin.core.engine import events
+
+    for fn in django_subscribers():
+        events.subscribe(events.FINISHED, fn)
+
+
 # -- the fast path ---------------------------------------------------------------
 
 
 class DjangoSide:
-    """Django, set up on a thread while the worker already serves."""
+    """Django, set up on a thread while the worker already serves. Finishes
+    the worker reports meanwhile wait for it (at most DJANGO_WAIT), so that
+    none goes unrecorded."""
 
     def __init__(self, sync_queues: bool):
-        self.sync_queues, self.ready, self.services = sync_queues, threading.Event(), None
+        self.sync_queues, self.ready, self.subscribers = sync_queues, threading.Event(), []
 
     def start(self) -> "DjangoSide":
+        from queueadmin.core.engine import events
+
+        events.subscribe(events.FINISHED, self.finished)  # before the worker serves its first item
         threading.Thread(target=self._setup, name="django-setup", daemon=True).start()
         return self
 
@@ -135,23 +169,25 @@ class DjangoSide:
             import django
 
             django.setup()
-            from queueadmin.core import services
+            from queueadmin.core import operations
+            from queueadmin.core.webhooks import sender
 
             if self.sync_queues:
-                services.sync_queues()  # the database's queues reach Redis (admin edits do at once)
-            self.services = services
-            from queueadmin.core.webhooks import sender as webhook_sender
-
-            webhook_sender.start()  # webhook deliveries are sent from workers (core/webhook_sender.py)
+                operations.sync_queues()  # the database's queues reach Redis (admin edits do at once)
+            self.subscribers = django_subscribers()
+            sender.start()  # webhook deliveries are sent from workers (core/webhooks/sender.py)
         except Exception:  # history and app processors wait; the engine keeps serving
             log.exception("worker: Django could not be set up (request history is not recorded)")
         finally:
             self.ready.set()
 
-    def record_many(self, statuses: list[dict]) -> None:
-        """The reporter's thread writes history once Django is there."""
-        if self.ready.wait(DJANGO_WAIT) and self.services is not None:
-            self.services.record_many(statuses)
+    def finished(self, finished) -> None:
+        """events.FINISHED, on the reporter's thread: handed to the Django
+        side's subscribers once Django is there."""
+        if self.ready.wait(DJANGO_WAIT) and self.subscribers:
+            from queueadmin.core.engine import events
+
+            events.call_all(self.subscribers, finished, events.FINISHED)
 
     def processors(self) -> dict[str, str]:
         self.ready.wait(DJANGO_WAIT)
@@ -181,12 +217,9 @@ def main(argv: list[str]) -> int | None:
 
 
 def _connect(settings):
-    from queueadmin.core.engine.store.connection import connect
+    from queueadmin.core.clients import connect_redis
 
-    from queueadmin.core import conf
-
-    return connect(conf.redis_url(settings), cluster=conf.redis_cluster(settings),
-                   wait_replicas=(conf.get("WAIT_REPLICAS", settings), conf.get("WAIT_TIMEOUT_MS", settings)))
+    return connect_redis(settings)
 
 
 def _queues_in_redis(settings) -> list[str]:
@@ -225,5 +258,4 @@ def _fast_worker(settings, opts, slot: int, recycled: int, exit_now):
     django_side = DjangoSide(sync_queues=slot == 0).start()
     client = QueueClient(_connect(settings), prefix=values["PREFIX"], processors=values["PROCESSORS"].keys())
     return Worker(client, queue_names(opts), Processors(values["PROCESSORS"], late=django_side.processors),
-                  name=slot_name(opts, slot), on_finish_many=django_side.record_many, recycled=recycled, exit_now=exit_now,
-                  **worker_options(opts, values))
+                  name=slot_name(opts, slot), recycled=recycled, exit_now=exit_now, **worker_options(opts, values))

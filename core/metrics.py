@@ -21,6 +21,7 @@ import logging
 import time
 
 import redis
+from django.db import DatabaseError
 from django.http import HttpResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
@@ -29,11 +30,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
-from . import auth
-from queueadmin.core.engine.features import stats
+from queueadmin.core import auth, clients, conf
 from queueadmin.core.engine.client.queue_client import QueueError
-
-from queueadmin.core import conf
+from queueadmin.core.engine.features import stats
+from queueadmin.core.queries.dead import counts_by_queue
 
 log = logging.getLogger("queueadmin.metrics")
 
@@ -71,9 +71,7 @@ class QueueCollector(Collector):
         return [up, *families]
 
     def _families(self, now: float) -> list:
-        from .services import engine
-
-        client = engine()
+        client = clients.engine()
         depth = _gauge("queueadmin_queue_depth", "Items waiting to start (not scheduled, not in flight).")
         by_priority = _gauge("queueadmin_queue_depth_by_priority", "Items waiting to start, by request priority.",
                              ("queue", "priority"))
@@ -171,10 +169,6 @@ def dead_counts() -> dict[str, int]:
     """Dead letters per queue as the Dead letters page counts them (finished
     requests' too: an alert on the gauge must not miss those). Without the
     database (which names the finished ones), {}: live requests' only."""
-    from django.db import DatabaseError
-
-    from .queries.dead import counts_by_queue
-
     try:
         return counts_by_queue()
     except DatabaseError as exc:

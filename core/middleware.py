@@ -11,7 +11,9 @@ import redis
 from django.http import JsonResponse
 from django.shortcuts import render
 
+from queueadmin.core.auth import can_act
 from queueadmin.core.engine.errors import describe, trouble
+from queueadmin.core.views.common import NAV
 
 log = logging.getLogger("queueadmin.dashboard")
 
@@ -42,9 +44,6 @@ class RedisTroubleMiddleware:
 
     @staticmethod
     def page(request, message: str):
-        from queueadmin.core.auth import can_act
-        from queueadmin.core.views.common import NAV
-
         htmx = getattr(request, "htmx", False)
         fragment = htmx and not htmx.boosted
         template = "queueadmin/unavailable_body.html" if fragment else "queueadmin/unavailable.html"

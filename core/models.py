@@ -4,6 +4,7 @@ Redis holds the live queue; the database holds what must outlive it: the
 settings edited in the admin and a summary of every request.
 """
 import hashlib
+import json
 import secrets
 
 from django.conf import settings
@@ -12,16 +13,17 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 from django.utils import timezone
 
-from queueadmin.core.engine.features import ratelimit
+from queueadmin.core import conf
 from queueadmin.core.engine.config import MAX_CONCURRENCY, QueueConfig
+from queueadmin.core.engine.features import ratelimit
+from queueadmin.core.engine.features.periodic import Definition
+from queueadmin.core.scopes import DEFAULT_SCOPES, allows, parse_scopes
 
 _DEFAULTS = QueueConfig()
 
 
 def unrunnable_default() -> float:
     """A new queue's wait for a worker that can run an item: the UNRUNNABLE_SECONDS setting."""
-    from queueadmin.core import conf
-
     return float(conf.get("UNRUNNABLE_SECONDS"))
 
 
@@ -117,7 +119,7 @@ class ApiToken(models.Model):
     prefix = models.CharField(max_length=8, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
-    # Space-separated names from queueadmin.core.auth.SCOPES; tokens from before scopes got "read submit steer".
+    # Space-separated names from queueadmin.core.scopes.SCOPES; tokens from before scopes got "read submit steer".
     scopes = models.CharField(max_length=64, help_text="What the token may do (see core.auth.SCOPES).")
     expires_at = models.DateTimeField(null=True, blank=True, help_text="Refused from then on (empty: never expires).")
     revoked_at = models.DateTimeField(null=True, blank=True, help_text="Refused from then on.")
@@ -135,10 +137,8 @@ class ApiToken(models.Model):
     @classmethod
     def issue(cls, user, name: str = "", scopes=None, expires_at=None) -> tuple["ApiToken", str]:
         """Create a token; the plain key is returned once and never stored.
-        No permission check here: callers apply core.auth.grant_error first."""
-        from . import auth
-
-        scopes = auth.parse_scopes(auth.DEFAULT_SCOPES if scopes is None else scopes)
+        No permission check here: callers apply core.scopes.grant_error first."""
+        scopes = parse_scopes(DEFAULT_SCOPES if scopes is None else scopes)
         key = "qa_" + secrets.token_urlsafe(32)
         token = cls.objects.create(user=user, name=name, key_hash=cls.hash(key), prefix=key[:8],
                                    scopes=" ".join(scopes), expires_at=expires_at,
@@ -160,9 +160,7 @@ class ApiToken(models.Model):
 
     def allows(self, scope: str) -> bool:
         """Carries `scope` and its user still holds the permission behind it."""
-        from . import auth
-
-        return auth.allows(self, scope)
+        return allows(self, scope)
 
 
 class PeriodicRequest(models.Model):
@@ -208,8 +206,6 @@ class PeriodicRequest(models.Model):
 
     def item_list(self) -> list:
         """The items as submitted; ValueError names a line that is not JSON."""
-        import json
-
         lines = [line for line in (raw.rstrip("\r") for raw in self.items.split("\n")) if line.strip()]
         if not self.items_are_json:
             return lines
@@ -221,9 +217,7 @@ class PeriodicRequest(models.Model):
                 raise ValueError(f"line {n} is not JSON: {exc}") from None
         return out
 
-    def to_definition(self):
-        from queueadmin.core.engine.features.periodic import Definition
-
+    def to_definition(self) -> Definition:
         return Definition(name=self.name, queue=self.queue_id, processor=self.processor, items=self.item_list(),
                           priority=self.priority, concurrency=self.concurrency,
                           time_limit=self.time_limit_seconds, cron=self.cron.strip(),

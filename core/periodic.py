@@ -1,17 +1,18 @@
 """Periodic requests, Django side: the admin's PeriodicRequest rows are
 published to Redis on save and delete (workers fire them from there:
-core/engine/periodic.py), last and next run are copied back into the rows,
-and the dashboard's run now, pause and resume.
+core/engine/features/periodic.py), last and next run are copied back into
+the rows, and the admin's form.
 
 The database is the source of truth for definitions: a save publishes at
 once (Redis trouble fails the save) and again after the commit (`settle`);
 `mirror` (run when the Scheduled page or the admin list is shown) publishes
 any enabled schedule Redis lacks (after a flush, or a save while Redis was
-away) and removes paused or deleted ones it still has.
+away) and removes paused or deleted ones it still has. Running one now,
+pausing and resuming are operations (core/operations.py: `run_periodic`,
+`set_periodic_enabled`).
 """
 from __future__ import annotations
 
-import json
 import logging
 from datetime import datetime, timezone
 
@@ -22,8 +23,7 @@ from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
-from queueadmin.core import conf
-from queueadmin.core import services
+from queueadmin.core import clients, conf
 from queueadmin.core.engine.features import periodic
 from queueadmin.core.engine.errors import QueueError
 from queueadmin.core.models import PeriodicRequest
@@ -42,7 +42,7 @@ def _saved(sender, instance, raw=False, **kwargs):
 
 @receiver(post_delete, sender=PeriodicRequest)
 def _deleted(sender, instance, **kwargs):
-    periodic.remove(services.engine(), instance.name, forget=True)
+    periodic.remove(clients.engine(), instance.name, forget=True)
     transaction.on_commit(lambda name=instance.name: settle(name))
 
 
@@ -53,7 +53,7 @@ def settle(name: str) -> None:
     obj = PeriodicRequest.objects.filter(name=name).first()
     try:
         if obj is None:
-            periodic.remove(services.engine(), name, forget=True)
+            periodic.remove(clients.engine(), name, forget=True)
         else:
             publish(obj)
     except (redis.RedisError, QueueError, ValueError):
@@ -61,7 +61,7 @@ def settle(name: str) -> None:
 
 
 def publish(obj: PeriodicRequest) -> None:
-    client = services.engine()
+    client = clients.engine()
     if obj.enabled:
         periodic.define(client, obj.to_definition())
     else:
@@ -77,7 +77,7 @@ def mirror() -> list[tuple[PeriodicRequest, dict]]:
     is paused or gone, copy next and last run into the rows. Returns each row
     with its live figures: next (ms or None), last (the last fire's state: at,
     due, request, error; {} before the first)."""
-    client = services.engine()
+    client = clients.engine()
     objs = list(PeriodicRequest.objects.all())
     names = [o.name for o in objs]
     for stray in set(client.redis.hkeys(client.keys.periodic.defs)) - set(names):
@@ -105,39 +105,6 @@ def mirror() -> list[tuple[PeriodicRequest, dict]]:
                 setattr(o, k, v)
         out.append((o, {"next": nexts.get(o.name), "last": last}))
     return out
-
-
-def run_now(obj: PeriodicRequest, user=None) -> str:
-    """Submit the schedule's request once now; its due times stay as they were.
-    It is a submission: `user` must be one who may submit (QueueError if not),
-    whatever their permissions on periodic requests."""
-    from queueadmin.core.auth import can_act
-
-    if not can_act(user):
-        raise QueueError("running it now submits a request, and you may not submit requests "
-                         "(that needs queueadmin.change_requestrecord)")
-    client = services.engine()
-    rid = periodic.run_now(client, obj.to_definition())
-    status = client.status(rid)
-    if status:
-        items = obj.item_list()
-        preview = "\n".join(i if isinstance(i, str) else json.dumps(i) for i in items[:2000])
-        services.record(status, items_preview=preview, user=user)
-    PeriodicRequest.objects.filter(pk=obj.pk).update(last_request_id=rid, last_run_at=_dt(periodic.server_ms(client)))
-    return rid
-
-
-def set_enabled(obj: PeriodicRequest, enabled: bool) -> None:
-    """Pause (workers stop firing it within a tick) or resume (from its next due
-    time: times passed while paused are not made up)."""
-    before = obj.enabled
-    obj.enabled = enabled
-    try:
-        with transaction.atomic():  # the row follows Redis, or neither changes
-            obj.save(update_fields=["enabled"])  # post_save publishes or removes it
-    except Exception:
-        obj.enabled = before
-        raise
 
 
 # -- the admin form -------------------------------------------------------------
@@ -196,7 +163,7 @@ class PeriodicRequestForm(forms.ModelForm):
             self.add_error("items" if "item" in str(exc) else None, str(exc)[0].upper() + str(exc)[1:] + ".")
             return data
         try:
-            services.redis_client().ping()
+            clients.redis_client().ping()
         except redis.RedisError:
             raise ValidationError(BACKEND_DOWN) from None
         return data

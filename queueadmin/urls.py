@@ -10,7 +10,7 @@ from django.urls import path, re_path
 from queueadmin.core import health, metrics
 from queueadmin.core.api import app
 from queueadmin.core.views import dead, inflight, overview, requests, scheduled, submit, workers
-from queueadmin.core.live import topics as live
+from queueadmin.core.live import routing as live
 
 app_name = "queueadmin"
 

@@ -1,5 +1,11 @@
-"""Fixtures shared by every test: a real redis-server on a free loopback port
-(started once per session, flushed between tests) and engine clients on it."""
+"""Fixtures shared by every test, in one place: a real redis-server on a
+free loopback port (started once per session, flushed between tests) and
+engine clients on it; the database (SQLite, or PostgreSQL); and the Django
+side's: the engine with the database's queues (`engine`, `eng`), signed-in
+staff (`staff`), a view-only user (`viewer`), an API token and a client
+using it (`key`, `api`), fast password hashing (`fast_passwords`), migrated
+databases for subprocesses (`worker_db`, `cli_db`). A module (or folder
+conftest) that needs a variant defines its own under the same name."""
 from __future__ import annotations
 
 import os
@@ -150,18 +156,29 @@ def pytest_report_header(config):
     return f"database: {'PostgreSQL (tests/pg_harness.py)' if TEST_DB == 'postgres' else 'SQLite'}"
 
 
-@pytest.fixture(scope="session")
-def worker_db(tmp_path_factory):
-    """A migrated SQLite file for worker subprocesses (they record history)."""
+def migrated_db(tmp_path_factory, name: str):
+    """A migrated SQLite file for subprocesses (workers, commands)."""
     import subprocess
     import sys
     from pathlib import Path
 
-    path = tmp_path_factory.mktemp("workerdb") / "db.sqlite3"
+    path = tmp_path_factory.mktemp(name) / "db.sqlite3"
     root = Path(__file__).resolve().parents[1]
     subprocess.run([sys.executable, str(root / "manage.py"), "migrate", "--noinput", "-v", "0"], cwd=root,
                    env={**os.environ, "DATABASE_PATH": str(path)}, check=True)
     return path
+
+
+@pytest.fixture(scope="session")
+def worker_db(tmp_path_factory):
+    """A migrated SQLite file for worker subprocesses (they record history)."""
+    return migrated_db(tmp_path_factory, "workerdb")
+
+
+@pytest.fixture(scope="module")
+def cli_db(tmp_path_factory):
+    """A migrated SQLite file of this module's own, for the commands it runs in subprocesses."""
+    return migrated_db(tmp_path_factory, "clidb")
 
 
 @pytest.fixture
@@ -172,3 +189,60 @@ def workers(redis_url, worker_db, tmp_path):
     procs = WorkerProcs(redis_url, worker_db, tmp_path)
     yield procs
     procs.stop_all()
+
+
+# -- the Django side: the engine with the database's queues, users, API tokens -------
+
+
+@pytest.fixture
+def engine(redis_url):
+    """The Django side's engine client on a flushed Redis, with the database's queues pushed to it."""
+    from queueadmin.core import services
+
+    services.sync_queues()
+    return services.engine()
+
+
+@pytest.fixture
+def eng(engine):
+    """`engine`, by the name the dashboard's and the live pages' tests use."""
+    return engine
+
+
+@pytest.fixture
+def staff(client, eng):
+    """The test client, signed in as a superuser ("boss")."""
+    from django.contrib.auth.models import User
+
+    client.force_login(User.objects.create_superuser("boss", "boss@example.com", "pw"))
+    return client
+
+
+@pytest.fixture
+def viewer(db):
+    """A staff user who may view, not act."""
+    from django.contrib.auth.models import User
+
+    return User.objects.create_user("viewer", password="pw", is_staff=True)
+
+
+@pytest.fixture
+def fast_passwords(settings):
+    """MD5 password hashing: users are made by the dozen."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def key(db):
+    """An API key of a staff user ("producer") who may act, with the default scopes."""
+    from tests.api_helpers import token_for
+
+    return token_for("producer")
+
+
+@pytest.fixture
+def api(key):
+    """A client of the JSON API with `key`."""
+    from tests.api_helpers import Api
+
+    return Api(key)

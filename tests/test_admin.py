@@ -14,20 +14,9 @@ from queueadmin.core import embedded, services
 from queueadmin.core.auth import authenticate, can_act
 from queueadmin.core.models import ApiToken, Queue, RequestRecord
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
 XSS = "<script>alert(1)</script>"
-
-
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
-def engine(redis_url):
-    services.sync_queues()
-    return services.engine()
 
 
 @pytest.fixture

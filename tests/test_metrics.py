@@ -31,12 +31,6 @@ GAUGE_NAMES = ("queueadmin_redis_up", "queueadmin_queue_depth", "queueadmin_queu
 
 
 @pytest.fixture
-def engine(redis_url):
-    services.sync_queues()
-    return services.engine()
-
-
-@pytest.fixture
 def key(db):
     return ApiToken.issue(User.objects.create_user("prometheus"), scopes=("metrics",))[1]
 

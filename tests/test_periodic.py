@@ -13,6 +13,7 @@ from django.urls import reverse
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from queueadmin.core import operations
 from queueadmin.core import periodic as periodic_web
 from queueadmin.core import services
 from queueadmin.core.engine.features import periodic
@@ -21,18 +22,7 @@ from queueadmin.core.models import PeriodicRequest
 from tests.engine_helpers import wait_for
 from tests.test_inputs_property import form_json_lines, form_lines, http_text
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
-def engine(redis_url):
-    services.sync_queues()
-    return services.engine()
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
 
 @pytest.fixture
@@ -178,7 +168,7 @@ def test_the_scheduled_page_lists_them_and_run_now_submits(admin_client, engine)
 
 
 def test_the_live_fragment_shows_next_runs(engine):
-    from queueadmin.core.live.topics import render_topic
+    from queueadmin.core.live.render import render_topic
 
     make(interval_seconds=60)
     html = render_topic("scheduled:1", can_act=False)
@@ -321,7 +311,7 @@ def test_changes_in_the_admin_reach_running_workers_within_seconds(engine, worke
     wait_for(lambda: any(items_of(m) == ["v2"] for m in periodic_requests(engine, "live-edit")), 3,
              message="a request with the new items")
     assert time.time() - changed < 3
-    periodic_web.set_enabled(obj, False)  # the admin's and the page's pause
+    operations.set_periodic_enabled(obj, False)  # the admin's and the page's pause
     time.sleep(0.5)  # a fire in progress
     fired = len(periodic_requests(engine, "live-edit"))
     time.sleep(2.5)

@@ -79,14 +79,6 @@ def full(trouble_server, settings):
     services.reset()
 
 
-@pytest.fixture(scope="module")
-def cli_db(tmp_path_factory):
-    path = tmp_path_factory.mktemp("troubledb") / "db.sqlite3"
-    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, check=True,
-                   env={**os.environ, "DATABASE_PATH": str(path)})
-    return path
-
-
 def manage(*args, url, db, stdin="a\n", timeout=60):
     env = {**os.environ, "REDIS_URL": url, "DATABASE_PATH": str(db)}
     return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, input=stdin,

@@ -13,7 +13,7 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 
-from queueadmin.core import periodic as periodic_web
+from queueadmin.core import operations
 from queueadmin.core import services
 from queueadmin.core.engine.features import periodic
 from queueadmin.core.engine.errors import QueueError
@@ -26,12 +26,6 @@ from tests.test_periodic import periodic_requests
 pytestmark = pytest.mark.django_db
 
 SUBMIT = "/api/v1/requests"
-
-
-@pytest.fixture
-def eng(redis_url):
-    services.sync_queues()
-    return services.engine()
 
 
 def api_of(user, scopes=("read", "submit", "steer")) -> Api:
@@ -196,9 +190,9 @@ def test_run_now_needs_the_submit_permission(eng):
     assert page.status_code == 200 and "may not submit requests" in page.content.decode()
     assert not eng.live_requests("default")
     with pytest.raises(QueueError, match="may not submit"):
-        periodic_web.run_now(obj, scheduler)
+        operations.run_periodic(obj, scheduler)
     with pytest.raises(QueueError):
-        periodic_web.run_now(obj, None)
+        operations.run_periodic(obj, None)
     operator = make_user("operator", act=True)
-    rid = periodic_web.run_now(obj, operator)
+    rid = operations.run_periodic(obj, operator)
     assert eng.status(rid)["periodic"] == "nightly"

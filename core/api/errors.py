@@ -18,6 +18,7 @@ from django.db import InterfaceError, OperationalError
 from django.http import Http404, JsonResponse
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
+from ..engine.config import MAX_CONCURRENCY
 from ..engine.errors import QueueError, describe, trouble
 
 log = logging.getLogger("queueadmin.api")
@@ -83,8 +84,6 @@ STRING_FIELDS = {"queue", "processor", "dedup_key", "cursor", "state", "rate_lim
 
 
 def _rule(field: str) -> str:
-    from ..engine.config import MAX_CONCURRENCY
-
     return RULES.get(field, "valid").format(max_concurrency=MAX_CONCURRENCY)
 
 

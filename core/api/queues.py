@@ -6,18 +6,18 @@ from typing import Optional
 
 from ninja import Query, Router
 
-from .. import services
+from queueadmin.core import clients, operations
 from queueadmin.core.engine.client.queue_client import QueueError
 from ..models import Queue
 from . import cursor as cursors
-from .requests import ERRORS, push_configured_queues
+from .requests import ERRORS
 from .schemas import QueuePage
 from .security import BearerToken
 
 
 def queue_list(request, limit: int = Query(100, ge=1, le=500), cursor: Optional[str] = None):
-    client = services.engine()
-    push_configured_queues(Queue.objects.values_list("name", flat=True))
+    client = clients.engine()
+    operations.push_queues(Queue.objects.values_list("name", flat=True))
     names = sorted(client.queues())
     if cursor:
         after = cursors.decode(cursor, _name)

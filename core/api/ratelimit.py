@@ -12,7 +12,7 @@ import math
 import re
 import time
 
-from .. import services
+from .. import clients
 from ..engine.errors import trouble
 from .caps import rate_limit
 from .errors import ApiError
@@ -42,7 +42,7 @@ def check(token_id) -> None:
     limit, seconds = rule
     now = time.time()
     window = int(now // seconds)
-    client = services.engine()
+    client = clients.engine()
     key = client.keys.api_rate(str(token_id), window)
     try:
         pipe = client.redis.pipeline(transaction=False)

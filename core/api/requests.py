@@ -16,12 +16,12 @@ from django.db.models import Q
 from django.http import HttpResponse, StreamingHttpResponse
 from ninja import Query, Router, Status
 
-from queueadmin.core import services
+from queueadmin.core import clients, operations
 from queueadmin.core.webhooks import policy as webhooks
 from queueadmin.core.engine.client.queue_client import TERMINAL, QueueError
 from queueadmin.core.engine.client.limits import encode_value, utf8_size
 from queueadmin.core.engine.client.reads import result_json
-from ..models import Queue, RequestRecord
+from ..models import RequestRecord
 from . import cursor as cursors
 from .caps import cap
 from .errors import ApiError
@@ -77,7 +77,7 @@ def archived(rec: RequestRecord) -> dict:
 
 def _steerable(rid: str) -> None:
     """The request is live and not finished, or ApiError 404/409."""
-    status = services.engine().status(rid)
+    status = clients.engine().status(rid)
     if status is None:
         rec = RequestRecord.objects.filter(pk=rid).first()
         if rec is None:
@@ -91,28 +91,14 @@ def _steerable(rid: str) -> None:
 STEERED = ("id", "state", "priority", "concurrency", "archived")  # what a steer answer shows without read
 
 
-def _after_change(request, rid: str) -> dict:
-    """The status after a change: all of it with the read scope; else only
-    what the change itself touched (the token may steer, not read)."""
-    status = services.engine().status(rid)
+def _after_change(request, rid: str, status: dict | None) -> dict:
+    """The status after a change (as the operation recorded it): all of it
+    with the read scope; else only what the change itself touched (the token
+    may steer, not read)."""
     if status is None:
         return {"id": rid, "archived": True}
-    services.record(status)
     out = live(rid, status)
     return out if request.api_token.allows("read") else {k: out.get(k) for k in STEERED}
-
-
-def push_configured_queues(names) -> None:
-    """Queues configured in the database but unknown to Redis (a fresh install
-    before any worker ran sync_queues) are pushed now, so they can be used."""
-    client = services.engine()
-    names = list(names)
-    pipe = client.redis.pipeline(transaction=False)
-    for name in names:
-        pipe.exists(client.keys.queue(name).config)
-    missing = [n for n, known in zip(names, pipe.execute()) if not known]
-    for row in Queue.objects.filter(name__in=missing):
-        client.define_queue(row.name, row.to_config())
 
 
 def _check_item_sizes(request, items: list) -> None:
@@ -143,7 +129,7 @@ def _json_size(item, most: int) -> int | None:
 
 def submit(request, payload: SubmitIn, response: HttpResponse):
     _check_item_sizes(request, payload.items)
-    push_configured_queues([payload.queue] + ([payload.then.queue] if payload.then and payload.then.queue else []))
+    operations.push_queues([payload.queue] + ([payload.then.queue] if payload.then and payload.then.queue else []))
     options = dict(priority=payload.priority, concurrency=payload.concurrency,
                    delay=payload.delay_seconds or 0.0, expires_in=payload.expires_in_seconds,
                    dedup_key=payload.dedup_key, dedup=payload.dedup)
@@ -155,10 +141,10 @@ def submit(request, payload: SubmitIn, response: HttpResponse):
         options.update(_callback(request, payload.callback_url))
     if payload.then is not None:
         options["then"] = payload.then.model_dump(exclude_none=True)
-    sub = services.submit(payload.queue, payload.processor, payload.items, user=request.user, **options)
+    sub = operations.submit(payload.queue, payload.processor, payload.items, user=request.user, **options)
     # a duplicate is another of this owner's requests: shown whole only to a token that may read
     shown = not sub.duplicate or request.api_token.allows("read")
-    status = services.engine().status(sub.id) if shown else None
+    status = clients.engine().status(sub.id) if shown else None
     body = {**(live(sub.id, status) if status else {"id": sub.id}), "duplicate": sub.duplicate,
             "scheduled": sub.scheduled}
     base = "/api/v1" if request.path.startswith("/api/v1/") else "/api"
@@ -189,7 +175,7 @@ def request_list(request, queue: Optional[str] = None, state: Optional[str] = No
         rows = rows.filter(Q(created_at__lt=created) | Q(created_at=created, id__lt=rid))
     page = list(rows[:limit + 1])
     more, page = len(page) > limit, page[:limit]
-    statuses = services.engine().statuses([r.id for r in page]) if page else []
+    statuses = clients.engine().statuses([r.id for r in page]) if page else []
     out = [live(r.id, st) if st else archived(r) for r, st in zip(page, statuses)]
     last = page[-1] if more else None
     after = cursors.encode([last.created_at.isoformat(), last.id]) if last else None
@@ -212,7 +198,7 @@ def _created_and_id(value) -> tuple[datetime, str]:
 
 def request_status(request, rid: str):
     rid = _rid(rid)
-    status = services.engine().status(rid)
+    status = clients.engine().status(rid)
     if status is not None:
         return live(rid, status)
     rec = RequestRecord.objects.filter(pk=rid).first()
@@ -223,7 +209,7 @@ def request_status(request, rid: str):
 
 def request_results(request, rid: str):
     rid = _rid(rid)
-    client = services.engine()
+    client = clients.engine()
     if client.status(rid) is None:
         if not RequestRecord.objects.filter(pk=rid).exists():
             raise _unknown(rid)
@@ -266,27 +252,25 @@ async def _async_chunks(chunks):
 def cancel(request, rid: str):
     rid = _rid(rid)
     _steerable(rid)
-    _steer(lambda: services.engine().cancel(rid))
-    return _after_change(request, rid)
+    return _after_change(request, rid, _steer(lambda: operations.cancel(rid)))
 
 
 def priority(request, rid: str, payload: PriorityIn):
     rid = _rid(rid)
     _steerable(rid)
-    _steer(lambda: services.engine().set_priority(rid, payload.priority))
-    return _after_change(request, rid)
+    return _after_change(request, rid, _steer(lambda: operations.set_priority(rid, payload.priority)))
 
 
 def concurrency(request, rid: str, payload: ConcurrencyIn):
     rid = _rid(rid)
     _steerable(rid)
-    _steer(lambda: services.engine().set_concurrency(rid, payload.concurrency))
-    return _after_change(request, rid)
+    return _after_change(request, rid, _steer(lambda: operations.set_concurrency(rid, payload.concurrency)))
 
 
-def _steer(action) -> None:
+def _steer(operation) -> dict | None:
+    """The operation's answer (the status after it), or 409."""
     try:
-        action()
+        return operation()
     except QueueError as exc:  # finished between the check and the change
         raise ApiError(409, "conflict", str(exc)) from None
 

@@ -2,10 +2,10 @@
 
 Only active staff get in (others are refused during the handshake, which
 the browser sees as a failed connection; staff turned away for another
-reason get the socket closed with a code, see `core.sockets`); the origin is checked by
+reason get the socket closed with a code, see core/live/sockets.py); the origin is checked by
 `AllowedHostsOriginValidator` in `queueadmin/asgi.py`. The topic must be one
 of the forms the pages use and name something that exists, and each user
-(over all of their sessions) may keep only a few sockets open (`core.sockets`, which also closes a socket when its session ends and
+(over all of their sessions) may keep only a few sockets open (core/live/sockets.py, which also closes a socket when its session ends and
 lists the close codes). On connect, and on every reconnect, the page first
 receives the current state of its topic, so nothing published before the
 socket opened is missed; after that the relay pushes re-rendered fragments
@@ -25,24 +25,19 @@ from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from queueadmin.core.live import sockets as limits
 from queueadmin.core.auth import can_act
+from queueadmin.core.live import sockets as limits
 from queueadmin.core.live.relay import get_relay, group_name
+from queueadmin.core.live.topics import topic_exists, topic_ok
 
 SERVER_SEND = "queueadmin.server_send"  # scope key of the ASGI server's own send (see queueadmin/asgi.py)
-
-
-def _topic_exists(topic: str) -> bool:
-    from queueadmin.core.live.topics import topic_exists
-
-    return topic_exists(topic)
 
 
 class LiveConsumer(AsyncWebsocketConsumer):
     topic = ""
     variant = ""
     group = ""
-    seen = 0  # start of the last render sent to this socket, on the relay's clock (see core.relay)
+    seen = 0  # start of the last render sent to this socket, on the relay's clock (see core/live/relay.py)
     session_key: str | None = None
     user_id = None
     loop = None
@@ -65,7 +60,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
         self.allowance = limits.sockets.allowance(user.pk)
         session = self.scope.get("session")
         self.session_key = getattr(session, "session_key", None) if session is not None else None
-        if not limits.topic_ok(topic):
+        if not topic_ok(topic):
             await self.refuse(limits.CLOSE_BAD_TOPIC)
             return
         # counted before the checks below, so that one user's opens (even of
@@ -75,7 +70,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
             return
         self.admitted = True
         try:
-            exists = await sync_to_async(_topic_exists, thread_sensitive=False)(topic)
+            exists = await sync_to_async(topic_exists, thread_sensitive=False)(topic)
         except Exception:  # Redis or the database away: the page tries again later
             await self.refuse(limits.CLOSE_TRY_LATER)
             return

@@ -56,8 +56,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from asgiref.sync import sync_to_async
+from django.db import close_old_connections
 
-from queueadmin.core import conf
+from queueadmin.core import clients, conf
+from queueadmin.core.engine.store.connection import pubsub_client
+from queueadmin.core.live.render import render_topic
+from queueadmin.core.live.sending import send_now
+from queueadmin.core.live.sockets import Bucket
+from queueadmin.core.live.topics import period, request_ids
 
 log = logging.getLogger("queueadmin.relay")
 
@@ -75,10 +81,8 @@ def group_name(topic: str, variant: str) -> str:
 
 
 def render(topic: str, variant: str) -> str:
-    from django.db import close_old_connections
-
-    from queueadmin.core.live.topics import render_topic
-
+    """A topic's fragment, on a thread of its own: database connections are
+    handled as around a request."""
     close_old_connections()
     try:
         return render_topic(topic, can_act=variant == "act")
@@ -117,8 +121,6 @@ class Relay:
         self.members: dict[tuple[str, str], set] = {}  # consumers of this process, by (topic, variant)
         self.clock = 0  # orders subscriptions, requests for the state and renders (see `now`)
         self.states: dict[tuple[str, str], tuple[int, asyncio.Future]] = {}  # state renders under way
-        from queueadmin.core.live.sockets import Bucket
-
         self.budget = Bucket(rate=RENDER_BUDGET, burst=RENDER_BURST)
 
     # -- subscribers ------------------------------------------------------------
@@ -205,8 +207,6 @@ class Relay:
             self.wake.set()
 
     def on_event(self, event: dict) -> None:
-        from queueadmin.core.live.topics import request_ids
-
         rid = event.get("id")
         self.stats["events"] += 1
         for topic in list(self.topics):
@@ -233,10 +233,7 @@ class Relay:
         self.tasks = []
 
     async def _listen(self) -> None:
-        from queueadmin.core import services
-        from queueadmin.core.engine.store.connection import pubsub_client
-
-        channel = services.engine().channel
+        channel = clients.engine().channel
         delay = 0.2
         while True:
             client = pubsub_client(conf.redis_url())  # on a cluster: one node, the next one after a failure
@@ -272,8 +269,6 @@ class Relay:
                     pass
 
     def _due(self, now: float) -> tuple[list[str], float]:
-        from queueadmin.core.live.topics import period
-
         due, wait = [], 1.0
         for topic, st in self.topics.items():
             interval = max(MIN_INTERVAL, 2 * st.cost)
@@ -354,7 +349,7 @@ class Relay:
         members after a day. Where the project has a channel layer, consumers
         still join the group, so other code can reach them with group_send. The text is encoded by the server for each
         socket (ASGI has no way to share a frame), but nothing else is done
-        per socket: one str, no task (see `send_now`), no Channels layers (see
+        per socket: one str, no task (see sending.py), no Channels layers (see
         `LiveConsumer.push`)."""
         key = (topic, variant)
         previous = self.sent.get(key)
@@ -375,53 +370,6 @@ class Relay:
                     whole = "".join(parts)
                 send_now(member.push(whole))
         self.stats["sent"] += 1
-
-
-_slow: set[asyncio.Task] = set()  # sends waiting for a slow client (kept referenced until done)
-
-
-def send_now(awaitable) -> None:
-    """Run a send at once, up to its end or its first suspension. An ASGI
-    server's `websocket.send` writes to the socket's transport and returns
-    without suspending while the socket's buffer has room, so this costs no
-    task per socket (a task each costs more than the send itself when
-    hundreds of sockets watch one page). A send that has to wait (a slow
-    client: the server paused writing to it) goes on in a task, so it holds
-    up no other socket; its later sends queue behind it in order. Errors (a
-    socket that closed meanwhile) are dropped: its consumer is leaving."""
-    steps = awaitable.__await__()
-    try:
-        waiting_on = steps.send(None)
-    except StopIteration:
-        return
-    except Exception:
-        return
-    task = asyncio.ensure_future(_resume(steps, waiting_on))
-    _slow.add(task)
-    task.add_done_callback(_slow.discard)
-
-
-async def _resume(steps, waiting_on) -> None:
-    """Drive an awaitable that suspended on `waiting_on` (a future, or None
-    for a bare yield) to its end, as a task would."""
-    while True:
-        try:
-            if waiting_on is None:
-                await asyncio.sleep(0)
-            else:
-                await asyncio.wait((waiting_on,))
-        except asyncio.CancelledError as exc:
-            try:
-                steps.throw(exc)
-            except BaseException:
-                pass
-            raise
-        try:
-            waiting_on = steps.send(None)
-        except StopIteration:
-            return
-        except Exception:
-            return
 
 
 _relays: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Relay]" = weakref.WeakKeyDictionary()

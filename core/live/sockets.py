@@ -1,10 +1,10 @@
-"""Limits and lifetimes of the dashboard's WebSockets (see core.consumers).
+"""Limits and lifetimes of the dashboard's WebSockets (see core/live/consumers.py).
 
 * Topics: a socket watches one topic, named in its URL, and it must be one
-  of the exact forms the pages use (below) and name something that exists:
-  a known queue, a request that exists (`request:`, `rows:`, the request
-  filter of `dead:`), a page number. Anything else is refused, so a topic
-  costs a render only when it shows something.
+  of the exact forms the pages use and name something that exists (a known
+  queue, a request that exists, a page number: core/live/topics.py).
+  Anything else is refused, so a topic costs a render only when it shows
+  something.
 * Caps, per USER (across all of that user's sessions and tabs, so that
   signing in again gives no more): at most `MAX_SOCKETS_PER_USER` open
   sockets (hence at most that many topics), at most `OPENS_BURST` opens at
@@ -36,14 +36,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import threading
 import time
 from importlib import import_module
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.contrib.auth import get_user_model
+from django.contrib.auth import get_user, get_user_model
 from django.contrib.auth.signals import user_logged_out
 from django.db import close_old_connections, transaction
 from django.db.models.signals import post_delete, post_save
@@ -59,41 +58,11 @@ CLOSE_TRY_LATER = 1013  # the check of a topic failed (Redis or the database awa
 MAX_SOCKETS_PER_USER = 12  # a user's tabs, in all of their browsers and sessions
 OPENS_BURST = 2 * MAX_SOCKETS_PER_USER  # every tab reconnecting at once after a restart, twice
 MAX_TOPICS = 200
-MAX_ROWS = 50  # ids in a "rows:" topic: one page of the requests list
 MAX_MESSAGE_BYTES = 1024
 MESSAGE_BURST = 20  # a user's refreshes at once (every tab's socket once, after resuming live)
 MESSAGE_RATE = 1.0
 REFRESH_INTERVAL = 1.0
 SESSION_CHECK_SECONDS = 5.0
-
-_RID = r"[0-9A-Za-z_-]{1,32}"
-_ENTRY = r"\d{1,20}-\d{1,20}"
-_QUEUE = r"[A-Za-z0-9._-]{0,64}"
-_PAGE = r"[1-9]\d{0,5}"
-FORMS = {
-    "overview": re.compile(r"overview"),
-    "workers": re.compile(r"workers"),
-    "queues": re.compile(r"queues"),
-    "request": re.compile(rf"request:{_RID}:(?:\$|{_ENTRY})?:(?:{_ENTRY})?"),
-    "rows": re.compile(rf"rows:{_RID}(?:,{_RID}){{0,{MAX_ROWS - 1}}}"),
-    "inflight": re.compile(rf"inflight:(?P<queue>{_QUEUE}):[01]:{_PAGE}"),
-    "dead": re.compile(rf"dead:(?P<queue>{_QUEUE}):(?:{_RID})?:{_PAGE}"),
-    "scheduled": re.compile(rf"scheduled:{_PAGE}"),
-}
-
-
-def topic_ok(topic: str) -> bool:
-    """Is `topic` exactly a form a page uses? (Whether what it names exists
-    is `core.views.live.topic_exists`.)"""
-    if not isinstance(topic, str) or len(topic) > 2000:
-        return False
-    form = FORMS.get(topic.partition(":")[0])
-    if form is None or form.fullmatch(topic) is None:
-        return False
-    if topic.startswith("rows:"):
-        ids = topic[5:].split(",")
-        return len(set(ids)) == len(ids)
-    return True
 
 
 class Bucket:
@@ -247,8 +216,6 @@ def session_valid(session_key: str | None, user_id) -> bool:
     """Does the session still sign in this user, as active staff? The same
     test as for an HTTP request (`auth.get_user`: the session exists, has
     not expired, and its password hash still matches the user's)."""
-    from django.contrib.auth import get_user
-
     close_old_connections()
     try:
         if session_key:

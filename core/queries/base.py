@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 import redis as redis_lib
 
-from queueadmin.core import services
+from queueadmin.core import clients
+from queueadmin.core.models import Queue
 
 META_FIELDS = ("total", "done", "failed", "expired", "priority", "state", "discarded", "processor")
 STUCK_GRACE_MS = 250  # a lease this far past its deadline with nobody on it is stuck
@@ -20,15 +21,15 @@ def now_ms() -> int:
 
 
 def client():
-    return services.engine()
+    return clients.engine()
 
 
 def rdb():
-    return services.engine().redis
+    return clients.engine().redis
 
 
 def keys():
-    return services.engine().keys
+    return clients.engine().keys
 
 
 # -- pagination ----------------------------------------------------------------
@@ -92,8 +93,6 @@ class Page:
 def queue_names() -> list[str]:
     """Queues Redis knows, after pushing any configured only in the database
     (a fresh install before any worker ran); one indexed query."""
-    from queueadmin.core.models import Queue
-
     names = client().queues()
     known = set(names)
     missing = [q for q in Queue.objects.exclude(name__in=names)] if names else list(Queue.objects.all())

@@ -16,6 +16,7 @@ Redis (from the database's history, newest 2,000).
 from __future__ import annotations
 
 from queueadmin.core.engine.client.reads import parse_item
+from queueadmin.core.models import RequestRecord
 
 from .base import Page, _int, _loads, _payload, client, keys, live_meta, queue_names, rdb
 
@@ -32,8 +33,6 @@ def _live_failed(queue: str) -> list[str]:
 def candidates(queue: str | None = None, request: str | None = None, names: list[str] | None = None) -> dict[str, str]:
     """Requests that may have dead letters: id -> queue (of `names`, default
     every queue, configured only in the database too)."""
-    from queueadmin.core.models import RequestRecord
-
     if request:
         name = rdb().hget(keys().request(request).meta, "queue")
         return {request: name} if name else {}

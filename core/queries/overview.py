@@ -6,6 +6,7 @@ import time
 
 from queueadmin.core.engine.features import ratelimit
 from queueadmin.core.engine.client.queue_client import TERMINAL
+from queueadmin.core.models import RequestRecord
 
 from .base import _int, keys, live_meta, queue_names, rdb
 from .unrunnable import by_queue as unrunnable_by_queue
@@ -127,8 +128,6 @@ def overview() -> dict:
 def _add_finished_dead(queues: list[dict], totals: dict) -> None:
     """Dead letters of finished requests still retained in Redis (from the DB's
     history: recent requests with failures), counted with one pipelined ZCARD."""
-    from queueadmin.core.models import RequestRecord
-
     by_name = {q["name"]: q for q in queues}
     rows = list(RequestRecord.objects.filter(failed__gt=0, state__in=TERMINAL)
                 .order_by("-created_at").values_list("id", "queue")[:2000])

@@ -8,6 +8,7 @@ import time
 from queueadmin.core.engine.features import ratelimit
 from queueadmin.core.engine.client.queue_client import TERMINAL
 from queueadmin.core.engine.store.keys import GROUP
+from queueadmin.core.models import RequestRecord
 
 from .base import STUCK_GRACE_MS, _duration, _loads, _payload, _stream_id, client, keys, now_ms, rdb
 from .workers import runs, workers
@@ -67,8 +68,6 @@ def overlay(records) -> list[dict]:
 
 def request_view(rid: str) -> dict | None:
     """A request's status from Redis, or its last known summary from the DB."""
-    from queueadmin.core.models import RequestRecord
-
     st = client().status(rid)
     if st:
         st["in_redis"] = True

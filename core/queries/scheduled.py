@@ -2,7 +2,8 @@
 far-off shards), and periodic requests with their next and last run."""
 from __future__ import annotations
 
-from queueadmin.core import services
+from queueadmin.core import clients
+from queueadmin.core import periodic as periodic_web
 from queueadmin.core.engine.features import schedule
 from queueadmin.core.engine.client.queue_client import TERMINAL
 from queueadmin.core.engine.client.dedup import split_key
@@ -14,7 +15,7 @@ def scheduled(queue: str | None = None) -> list[dict]:
     r, k = rdb(), keys()
     rows = []
     for name in ([queue] if queue else queue_names()):
-        due = schedule.entries(services.engine(), name, 5000)  # near-term `sched` and the far-off shards
+        due = schedule.entries(clients.engine(), name, 5000)  # near-term `sched` and the far-off shards
         if not due:
             continue
         pipe = r.pipeline(transaction=False)
@@ -36,8 +37,6 @@ def scheduled(queue: str | None = None) -> list[dict]:
 def periodic() -> list[dict]:
     """Periodic requests: definitions from the database, next and last run
     from Redis (core.periodic.mirror also brings the two in step)."""
-    from queueadmin.core import periodic as periodic_web
-
     rows = []
     for obj, live in periodic_web.mirror():
         last = live["last"]

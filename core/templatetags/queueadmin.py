@@ -3,6 +3,7 @@ two small server-rendered SVG charts (depth by priority, throughput)."""
 from __future__ import annotations
 
 import json
+import math
 import time
 from datetime import datetime, timezone
 
@@ -219,8 +220,6 @@ def short_worker(wid):
 def depth_chart(depth_by_priority, width=180, height=44):
     """Waiting items by priority: 20 bars of 5 levels each (0-4 on the left,
     95-99 on the right), log-scaled height, exact counts in each bar's title."""
-    import math
-
     buckets = [0] * 20
     detail = [[] for _ in range(20)]
     for p, n in depth_by_priority or []:

@@ -1,2 +1,2 @@
 """The staff dashboard: one module per page, all reading through core.queries
-and changing things through core.views.ops."""
+and changing things through core.operations."""

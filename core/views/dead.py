@@ -9,10 +9,9 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from queueadmin.core import queries
+from queueadmin.core import operations, queries
 from queueadmin.core.engine.client.queue_client import QueueError
 
-from . import ops
 from .common import RID, act_required, confirm, page, selected_pairs, staff_required
 
 PAGE_SIZE = 50
@@ -85,7 +84,7 @@ def dead_action(request):
     done, errors = 0, []
     for rid, eids in by_rid.items():
         try:
-            done += ops.retry_dead(rid, eids) if action == "retry" else ops.discard(rid, eids)
+            done += operations.retry_dead(rid, eids) if action == "retry" else operations.discard(rid, eids)
         except QueueError as exc:
             errors.append(str(exc))
     verb = "Sent back" if action == "retry" else "Discarded"

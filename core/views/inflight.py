@@ -2,15 +2,15 @@
 expired or worker dead; requeue one, a selection, or every stuck item; stop
 one running item (its worker stops it and records a failed attempt)."""
 from django.contrib import messages
+from django.http import QueryDict
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from queueadmin.core import queries, services
+from queueadmin.core import operations, queries
 from queueadmin.core.engine.client.queue_client import QueueError
 
-from . import ops
 from .common import act_required, confirm, page, selected_pairs, staff_required
 
 PAGE_SIZE = 50
@@ -46,8 +46,6 @@ def inflight(request):
 @require_POST
 @act_required
 def inflight_requeue(request):
-    from django.http import QueryDict
-
     filt = request.POST.get("filter", "")
     back = reverse("queueadmin:inflight") + (f"?{filt}" if filt else "")
     scope = request.POST.get("scope", "selected")
@@ -69,7 +67,7 @@ def inflight_requeue(request):
                        fields=[("scope", scope), ("filter", filt)] + (
                            [("ids", f"{r}:{e}") for r, e in pairs] if scope != "stuck" else []),
                        back_url=back, section="inflight")
-    n = ops.requeue(pairs)
+    n = operations.requeue(pairs)
     messages.success(request, f"Requeued {n:,} item{'s' if n != 1 else ''}." if n else
                      "Nothing was requeued: those items finished meanwhile.")
     return redirect(back)
@@ -96,12 +94,8 @@ def inflight_stop(request):
                             f"policy allows.",
                        action_url=reverse("queueadmin:inflight_stop"), fields=[("ids", f"{rid}:{entry}"), ("filter", filt)],
                        back_url=back, section="inflight")
-    stop = getattr(services.engine(), "stop_item", None)
-    if stop is None:
-        messages.error(request, "This version of the engine cannot stop running items.")
-        return redirect(back)
     try:
-        stopped = stop(rid, entry)
+        stopped = operations.stop_item(rid, entry)
     except QueueError as exc:
         messages.error(request, f"Cannot stop the item: {exc}.")
         return redirect(back)

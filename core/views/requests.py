@@ -5,14 +5,14 @@ from __future__ import annotations
 import itertools
 
 from django.contrib import messages
-from django.http import Http404, StreamingHttpResponse
+from django.http import Http404, QueryDict, StreamingHttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from queueadmin.core import queries
-from queueadmin.core.webhooks import policy as webhooks
+from queueadmin.core import operations, queries
+from queueadmin.core.webhooks import deliveries
 from queueadmin.core.engine.client.queue_client import QueueError
 from queueadmin.core.engine.config import MAX_CONCURRENCY
 from queueadmin.core.engine.client.reads import result_json
@@ -20,7 +20,6 @@ from queueadmin.core.forms import RequestFilterForm
 from queueadmin.core.models import RequestRecord
 from queueadmin.core.queries import unrunnable
 
-from . import ops
 from .common import RID, act_required, check_rid, confirm, page, parse_int, staff_required
 
 PAGE_SIZE = 50
@@ -58,8 +57,6 @@ def request_bulk(request):
     back = reverse("queueadmin:requests") + ("?" + request.POST.get("filter", "") if request.POST.get("filter") else "")
     scope = request.POST.get("scope", "selected")
     if scope == "all":
-        from django.http import QueryDict
-
         form = RequestFilterForm(QueryDict(request.POST.get("filter", "")), queues=queries.queue_names())
         ids = list(form.filter(RequestRecord.objects.filter(state__in=LIVE)).values_list("id", flat=True)[:10000])
     else:
@@ -77,7 +74,7 @@ def request_bulk(request):
     done = failed = 0
     for rid in ids:
         try:
-            ops.cancel(rid)
+            operations.cancel(rid)
             done += 1
         except QueueError:
             failed += 1
@@ -96,7 +93,7 @@ def detail_context(request, rid: str, after: str | None = None, before: str | No
     rec = RequestRecord.objects.filter(id=rid).only("items_preview", "submitted_by").first()
     cursor = f"{after or ''}:{before or ''}"
     return {"st": st, "rid": rid, "items": items, "record": rec, "after": after or "", "before": before or "",
-            "webhooks": webhooks.for_request(rid), "waiting_for": unrunnable.for_request(st),
+            "webhooks": deliveries.for_request(rid), "waiting_for": unrunnable.for_request(st),
             "live_topic": f"request:{rid}:{cursor}" if st.get("in_redis") else "",
             "max_concurrency": MAX_CONCURRENCY}
 
@@ -161,7 +158,7 @@ def request_cancel(request, rid):
                        action_url=reverse("queueadmin:request_cancel", args=[rid]), fields=[],
                        back_url=reverse("queueadmin:request_detail", args=[rid]), section="requests")
     try:
-        ops.cancel(rid)
+        operations.cancel(rid)
         messages.success(request, "Request cancelled.")
     except QueueError as exc:
         messages.error(request, f"Cannot cancel: {exc}.")
@@ -176,7 +173,7 @@ def request_priority(request, rid):
     value = parse_int(request, request.POST.get("priority"), "Priority", 0, 99)
     if value is not None:
         try:
-            ops.set_priority(rid, value)
+            operations.set_priority(rid, value)
             messages.success(request, f"Priority set to {value}.")
         except QueueError as exc:
             messages.error(request, f"Cannot change the priority: {exc}.")
@@ -191,7 +188,7 @@ def request_concurrency(request, rid):
     value = parse_int(request, request.POST.get("concurrency"), "Concurrency limit", 1, MAX_CONCURRENCY)
     if value is not None:
         try:
-            ops.set_concurrency(rid, value)
+            operations.set_concurrency(rid, value)
             messages.success(request, f"Concurrency limit set to {value}.")
         except QueueError as exc:
             messages.error(request, f"Cannot change the concurrency limit: {exc}.")
@@ -204,7 +201,7 @@ def request_concurrency(request, rid):
 def request_retry(request, rid):
     check_rid(rid)
     try:
-        n = ops.retry_dead(rid)
+        n = operations.retry_dead(rid)
     except QueueError as exc:
         messages.error(request, f"Cannot retry: {exc}.")
     else:

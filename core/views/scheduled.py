@@ -9,12 +9,11 @@ from django.views.decorators.http import require_GET, require_POST
 import redis
 from django.http import Http404
 
-from queueadmin.core import periodic, queries
+from queueadmin.core import operations, queries
 from queueadmin.core.engine.client.queue_client import QueueError
 from queueadmin.core.models import PeriodicRequest
 from queueadmin.core.queries.scheduled import periodic as periodic_rows
 
-from . import ops
 from .common import RID, act_required, confirm, page, staff_required
 
 PAGE_SIZE = 50
@@ -61,9 +60,9 @@ def scheduled_action(request):
     for rid in ids:
         try:
             if action == "run":
-                done += 1 if rid in where and ops.run_now(where[rid], rid) else 0
+                done += 1 if rid in where and operations.run_now(where[rid], rid) else 0
             else:
-                ops.cancel(rid)
+                operations.cancel(rid)
                 done += 1
         except QueueError:
             continue
@@ -86,10 +85,10 @@ def periodic_action(request, action: str, back: str):
         raise Http404("no such periodic request") from None
     try:
         if action == "periodic_run":
-            rid = periodic.run_now(obj, request.user)
+            rid = operations.run_periodic(obj, request.user)
             messages.success(request, f"{obj.name}: submitted request {rid}.")
         else:
-            periodic.set_enabled(obj, action == "periodic_resume")
+            operations.set_periodic_enabled(obj, action == "periodic_resume")
             messages.success(request, f"{obj.name} {'resumed' if obj.enabled else 'paused'}.")
     except (QueueError, ValueError) as exc:
         messages.error(request, f"{obj.name}: {exc}")

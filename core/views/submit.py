@@ -5,10 +5,11 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
+from django_htmx.http import HttpResponseClientRedirect
 
 import redis
 
-from queueadmin.core import queries, services
+from queueadmin.core import operations, queries
 from queueadmin.core.engine.client.queue_client import QueueError
 from queueadmin.core.engine.errors import describe
 from queueadmin.core.forms import SubmitForm
@@ -32,7 +33,7 @@ def submit(request):
         if valid:
             d = form.cleaned_data
             try:
-                sub = services.submit(
+                sub = operations.submit(
                     d["queue"], d["processor"], d["item_list"], user=request.user, priority=d["priority"],
                     concurrency=d["concurrency"], delay=d["delay"], expires_in=d["expires_in_seconds"],
                     dedup_key=d["dedup_key"] or None, time_limit=d["time_limit_seconds"],
@@ -55,7 +56,6 @@ def submit(request):
                     messages.success(request, f"Submitted {n:,} item{'s' if n != 1 else ''}{when}.")
                 url = reverse("queueadmin:request_detail", args=[sub.id])
                 if request.htmx:
-                    from django_htmx.http import HttpResponseClientRedirect
                     return HttpResponseClientRedirect(url)
                 return redirect(url)
     else:

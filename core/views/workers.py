@@ -5,9 +5,8 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from queueadmin.core import queries
+from queueadmin.core import operations, queries
 
-from . import ops
 from .common import act_required, page, staff_required
 
 
@@ -47,6 +46,6 @@ def queue_pause(request, name):
         messages.error(request, "Unknown queue.")
         return redirect(back)
     paused = request.POST.get("paused") == "1"
-    ops.set_paused(name, paused)
+    operations.set_paused(name, paused)
     messages.success(request, f"Queue {name} {'paused: workers take nothing new from it' if paused else 'resumed'}.")
     return redirect(request.POST.get("next") if request.POST.get("next") in (reverse("queueadmin:overview"), back) else back)

@@ -11,30 +11,24 @@
 * Signing: HMAC-SHA256 over the exact body with the submitting API token's
   `webhook_secret`, or the site's QUEUEADMIN["WEBHOOK_SECRET"] for requests
   submitted from the dashboard, `queue_submit` or Python.
-* Delivery: made durable in Redis when the request's finish is recorded
-  (`services.record`, which the worker's reporter calls) or when it is
-  cancelled (`QueueClient.cancel`), see core.engine.webhook_store; sent by
-  core.webhook_sender, a thread of each worker process.
+* Delivery: made durable in Redis when the request finishes
+  (core/webhooks/deliveries.py) or is cancelled, see
+  core/engine/features/webhook_store.py; sent by core/webhooks/sender.py, a
+  thread of each worker process.
 """
 from __future__ import annotations
 
 import hashlib
 import hmac
 import ipaddress
-import logging
 import socket
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 
-import redis
 from django.conf import settings
 
 from queueadmin.core import conf
-
-from queueadmin.core.engine.features import webhook_store
-from queueadmin.core.engine.client.reads import TERMINAL
-
-log = logging.getLogger("queueadmin.webhooks")
+from queueadmin.core.models import ApiToken
 
 MAX_URL_CHARS = 2000
 SIGNATURE_HEADER = "X-Queueadmin-Signature"
@@ -215,8 +209,6 @@ def signer_secret(signer: str) -> str | None:
     token); None when the token was deleted (or has no secret)."""
     if not signer:
         return site_secret()
-    from queueadmin.core.models import ApiToken
-
     kind, _, pk = signer.partition(":")
     if kind != "token" or not pk.isdigit():
         return None
@@ -234,34 +226,3 @@ def token_signer(token) -> str:
         raise Refused("this API token has no webhook secret (it was issued before webhooks existed): "
                       "issue a new token to use callback_url")
     return f"token:{token.pk}"
-
-
-# -- deliveries -------------------------------------------------------------------------
-
-
-def enqueue_finished(status: dict) -> str | None:
-    """Make the delivery of a finished request that asked for one (idempotent);
-    called with every history write. Redis trouble is logged, not raised: the
-    history write goes on."""
-    if not status.get("callback_url") or status.get("state") not in TERMINAL:
-        return None
-    from queueadmin.core import services
-    from queueadmin.core.webhooks import sender as webhook_sender
-
-    try:
-        did = webhook_store.enqueue(services.engine(), status)
-    except redis.RedisError as exc:
-        log.warning("webhook of request %s not queued: %s", status.get("id"), exc)
-        return None
-    webhook_sender.wake()
-    return did
-
-
-def for_request(rid: str) -> list[dict]:
-    """A request's deliveries with their attempts, for its page."""
-    from queueadmin.core import services
-
-    try:
-        return webhook_store.of_request(services.engine(), rid)
-    except redis.RedisError:
-        return []

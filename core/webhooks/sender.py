@@ -1,6 +1,6 @@
 """Sending webhook deliveries: a dispatcher thread in each worker process
-(started with Django's side of the worker, core.launch) takes due targets
-from Redis (core.engine.webhook_store: one delivery at a time per target,
+(started with Django's side of the worker, core/launch.py) takes due targets
+from Redis (core/engine/features/webhook_store.py: one delivery at a time per target,
 over all senders), and runs each attempt in a thread of its own: it checks
 the target again, POSTs the body signed, and records the attempt: delivered
 (2xx), tried again with exponential backoff (any other answer, a timeout, a
@@ -16,7 +16,7 @@ to others, and targets whose last attempt timed out (webhook_store's slow
 set, with a penalty that doubles per timeout) get only the slow places. So
 receivers that never answer delay one another, not the others.
 
-The connection goes to an address `core.webhooks.check_target` has just
+The connection goes to an address `policy.check_target` has just
 checked, with the URL's host name in `Host` and in TLS (SNI and certificate
 check), so a name that resolves to a public address at the check and to a
 private one a moment later (DNS rebinding) reaches nothing new. Redirects are
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import redis
 from django.db import DatabaseError, connection
 
-from queueadmin.core import conf
+from queueadmin.core import clients, conf
 from queueadmin.core.webhooks import policy as webhooks
 from queueadmin.core.engine.features import webhook_store
 
@@ -71,9 +71,7 @@ class Running:
 
 class Sender:
     def __init__(self, client=None):
-        from queueadmin.core import services
-
-        self.client = client or services.engine()
+        self.client = client or clients.engine()
         self.timeout = float(conf.get("WEBHOOK_TIMEOUT_SECONDS"))
         self.first = float(conf.get("WEBHOOK_BACKOFF_SECONDS"))
         self.most = float(conf.get("WEBHOOK_BACKOFF_MAX_SECONDS"))

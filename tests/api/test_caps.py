@@ -22,22 +22,6 @@ from tests.api_helpers import BASE, Api, ServerThread, read_response, results, r
 pytestmark = [pytest.mark.django_db]
 
 
-@pytest.fixture
-def engine(redis_url):
-    services.sync_queues()
-    return services.engine()
-
-
-@pytest.fixture
-def key(db):
-    return token_for("producer")
-
-
-@pytest.fixture
-def api(key):
-    return Api(key)
-
-
 def caps(settings, **values):
     settings.QUEUEADMIN = {**settings.QUEUEADMIN, **values}
 

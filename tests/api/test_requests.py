@@ -23,21 +23,10 @@ from queueadmin.core.engine.runtime.worker import Worker
 from queueadmin.core.models import ApiToken, Queue, RequestRecord
 from tests.api_helpers import Api
 
-pytestmark = [pytest.mark.django_db]
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
 
 # -- fixtures and helpers ------------------------------------------------------
-
-
-@pytest.fixture
-def engine(redis_url):
-    services.sync_queues()
-    return services.engine()
-
-
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def make_user(username, *, act=False, superuser=False, active=True):
@@ -49,18 +38,8 @@ def make_user(username, *, act=False, superuser=False, active=True):
 
 
 @pytest.fixture
-def key(db):
-    return ApiToken.issue(make_user("producer", act=True), "tests")[1]
-
-
-@pytest.fixture
 def viewer_key(db):
     return ApiToken.issue(make_user("viewer"), "read only")[1]
-
-
-@pytest.fixture
-def api(key):
-    return Api(key)
 
 
 def submit(api, **fields):

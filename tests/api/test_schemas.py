@@ -22,17 +22,6 @@ SAMPLE_BODIES = {"SubmitIn": {"queue": "default", "processor": "echo", "items": 
 
 
 @pytest.fixture
-def engine(redis_url):
-    services.sync_queues()
-    return services.engine()
-
-
-@pytest.fixture
-def api(db):
-    return Api(token_for("producer"))
-
-
-@pytest.fixture
 def schema(client):
     response = client.get("/api/openapi.json")
     assert response.status_code == 200 and response["Content-Type"].startswith("application/json")

@@ -12,17 +12,6 @@ from tests.api_helpers import BASE, Api, make_user, token_for
 pytestmark = [pytest.mark.django_db]
 
 
-@pytest.fixture
-def engine(redis_url):
-    services.sync_queues()
-    return services.engine()
-
-
-@pytest.fixture
-def api(db):
-    return Api(token_for("producer"))
-
-
 def submit(api, **fields):
     return api.post("/api/v1/requests", {**BASE, "dedup": False, **fields})
 

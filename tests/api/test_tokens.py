@@ -21,12 +21,7 @@ from django.utils import timezone
 from queueadmin.core import auth, services
 from queueadmin.core.models import ApiToken, RequestRecord
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
 
 def make_user(username, *, staff=True, act=False, superuser=False, perms=()):

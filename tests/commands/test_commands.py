@@ -312,14 +312,6 @@ def test_results_unknown_request(redis_url):
 # -- as a process: exit code and one line on stderr, never a traceback --------------
 
 
-@pytest.fixture(scope="session")
-def cli_db(tmp_path_factory):
-    path = tmp_path_factory.mktemp("clidb") / "db.sqlite3"
-    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, check=True,
-                   env={**os.environ, "DATABASE_PATH": str(path)})
-    return path
-
-
 def manage(*args, redis_url, db, stdin=""):
     env = {**os.environ, "REDIS_URL": redis_url, "DATABASE_PATH": str(db)}
     return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, input=stdin,

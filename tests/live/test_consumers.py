@@ -39,19 +39,8 @@ def fresh_allowances():
 
 
 @pytest.fixture
-def eng(redis_url):
-    services.sync_queues()
-    return services.engine()
-
-
-@pytest.fixture
 def boss(db):
     return User.objects.create_superuser("boss", "b@example.com", "pw")
-
-
-@pytest.fixture
-def viewer(db):
-    return User.objects.create_user("viewer", password="pw", is_staff=True)
 
 
 def communicator(user, topic):
@@ -280,7 +269,7 @@ def test_the_full_stack_pushes_updates_through_the_servers_send(eng, boss, clien
 
 
 def test_a_slow_socket_holds_up_no_other_and_keeps_its_order():
-    from queueadmin.core.live.relay import send_now
+    from queueadmin.core.live.sending import send_now
 
     async def scenario():
         got = []

@@ -31,20 +31,6 @@ from tests.engine_helpers import burst
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def eng(redis_url):
-    services.sync_queues()
-    client = services.engine()
-    client.define_queue("fast", QueueConfig(lease_seconds=1.0, backoff_seconds=0.01, max_attempts=1))
-    return client
-
-
-@pytest.fixture
-def staff(client, eng):
-    client.force_login(User.objects.create_superuser("boss", "boss@example.com", "pw"))
-    return client
-
-
 def deep(n, leaf="x"):
     out = leaf
     for _ in range(n):

@@ -22,18 +22,11 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def eng(redis_url):
-    services.sync_queues()
-    client = services.engine()
-    client.define_queue("fast", QueueConfig(lease_seconds=1.0, backoff_seconds=0.01, max_attempts=1,
+def eng(engine):
+    """tests/views/conftest.py's, with a time limit on the `fast` queue."""
+    engine.define_queue("fast", QueueConfig(lease_seconds=1.0, backoff_seconds=0.01, max_attempts=1,
                                             time_limit_seconds=30))
-    return client
-
-
-@pytest.fixture
-def staff(client, eng):
-    client.force_login(User.objects.create_superuser("boss", "boss@example.com", "pw"))
-    return client
+    return engine
 
 
 @pytest.fixture

@@ -21,21 +21,8 @@ PAGES = ["overview", "submit", "requests", "inflight", "dead", "scheduled", "wor
 
 
 @pytest.fixture
-def eng(redis_url):
-    services.sync_queues()
-    client = services.engine()
-    client.define_queue("fast", QueueConfig(lease_seconds=1.0, backoff_seconds=0.01, max_attempts=1))
-    return client
-
-
-@pytest.fixture
 def admin_user():
     return User.objects.create_superuser("boss", "boss@example.com", "pw")
-
-
-@pytest.fixture
-def viewer():
-    return User.objects.create_user("viewer", password="pw", is_staff=True)
 
 
 @pytest.fixture

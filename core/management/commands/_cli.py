@@ -11,7 +11,7 @@ import redis
 from django.core.management.base import CommandError
 from django.db import DatabaseError
 
-from queueadmin.core import conf
+from queueadmin.core import conf, operations
 from queueadmin.core.engine.errors import QueueError, describe
 from queueadmin.core.engine.client.limits import check_text
 from queueadmin.core.engine.store.scripts import ScriptError
@@ -60,18 +60,11 @@ def user_errors():
 
 def push_queue(name: str) -> None:
     """Before a submission: a queue configured in the database but unknown to
-    Redis (a fresh install before any worker ran) is pushed to it. Only that
-    queue, and only then: commands do not rewrite configuration on each call."""
-    from queueadmin.core import services
-    from queueadmin.core.models import Queue
-
+    Redis (a fresh install before any worker ran) is pushed to it
+    (operations.push_queues). Only that queue, and only then: commands do not
+    rewrite configuration on each call."""
     check_text(name, "the queue name")
-    client = services.engine()
-    if client.redis.exists(client.keys.queue(name).config):
-        return
-    row = Queue.objects.filter(name=name).first()
-    if row is not None:
-        client.define_queue(row.name, row.to_config())
+    operations.push_queues([name])
 
 
 def iso(epoch) -> str | None:

@@ -12,7 +12,7 @@ import json
 
 from django.core.management.base import BaseCommand
 
-from queueadmin.core import services
+from queueadmin.core import clients
 
 from ._cli import user_errors
 
@@ -42,6 +42,6 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         with user_errors():  # reads only: nothing is written to Redis
-            client = services.engine()
+            client = clients.engine()
             for record in client.results(options["request_id"]):
                 self.stdout.write(json.dumps(result_line(record), ensure_ascii=False, separators=(",", ":")))

@@ -12,9 +12,9 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
-from queueadmin.core import conf
-from queueadmin.core import services
+from queueadmin.core import clients, conf
 from queueadmin.core.engine.store.keys import Keys
+from queueadmin.core.models import Queue, RequestRecord
 from queueadmin.core.queries import unrunnable
 from queueadmin.core.queries.dead import counts_by_queue
 
@@ -57,8 +57,6 @@ def live_workers_info(redis, now_ms: int | None = None) -> list[dict]:
 def configured_only(known: set[str]) -> list[str]:
     """Queues configured in the database that Redis does not know yet (read,
     not pushed: a read command writes nothing)."""
-    from queueadmin.core.models import Queue
-
     try:
         return sorted(Queue.objects.exclude(name__in=known).values_list("name", flat=True))
     except DatabaseError:  # no database yet: Redis's view is all there is
@@ -107,7 +105,7 @@ class Command(BaseCommand):
     # -- one request ------------------------------------------------------------
 
     def request_status(self, rid: str) -> dict:
-        st = services.engine().status(rid)
+        st = clients.engine().status(rid)
         if st is not None:
             out = {f: st.get(f) for f in REQUEST_FIELDS}
             for f in EXTRA_FIELDS:
@@ -116,8 +114,7 @@ class Command(BaseCommand):
             out["source"] = "redis"
             out["waiting_for"] = unrunnable.for_request(st)  # a worker lacked its processor (core/engine/routing.py)
             return out
-        from queueadmin.core.models import RequestRecord  # finished and cleaned up from Redis: the summary remains
-
+        # finished and cleaned up from Redis: the summary remains
         rec = RequestRecord.objects.filter(id=rid).first()
         if rec is None:
             raise CommandError(f"unknown request {rid!r}")
@@ -144,7 +141,7 @@ class Command(BaseCommand):
     # -- every queue --------------------------------------------------------------
 
     def overview(self) -> dict:
-        client = services.engine()
+        client = clients.engine()
         workers = live_workers_info(client.redis)
         queues, dead_letters = [], dead_counts()
         for name in client.queues():

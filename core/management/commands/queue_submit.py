@@ -12,9 +12,10 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from queueadmin.core import services
+from queueadmin.core import operations
 from queueadmin.core.engine.errors import QueueError
 from queueadmin.core.engine.client.limits import check_count, check_item
+from queueadmin.core.webhooks import policy as webhooks
 
 from ._cli import push_queue, user_errors
 
@@ -69,8 +70,6 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         if options.get("callback_url") is not None:
-            from queueadmin.core.webhooks import policy as webhooks
-
             problem = webhooks.refusal(options["callback_url"])
             if problem:
                 raise CommandError(f"--callback-url refused: {problem}")
@@ -90,7 +89,7 @@ class Command(BaseCommand):
                 if options["dedup_key"]:
                     raise CommandError("--dedup-key and --no-dedup exclude each other")
                 extra["dedup"] = False
-            sub = services.submit(
+            sub = operations.submit(
                 options["queue"], options["processor"], items, priority=options["priority"],
                 concurrency=options["concurrency"], delay=options["delay"], expires_in=options["expires_in"],
                 dedup_key=options["dedup_key"], time_limit=options["time_limit"],

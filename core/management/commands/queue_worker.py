@@ -7,12 +7,13 @@ queues that only the database knows yet: it pushes the database's queues to
 Redis, then serves like the fast path.
 """
 
+import time
+
 import redis
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
-from queueadmin.core import conf
-from queueadmin.core import launch, services
+from queueadmin.core import clients, conf, launch, operations
 from queueadmin.core.webhooks import sender as webhook_sender
 from queueadmin.core.engine import errors
 from queueadmin.core.engine.runtime.processors import Processors
@@ -44,14 +45,12 @@ class Command(BaseCommand):
     def _known_queues(self) -> list[str]:
         """Push the database's queues to Redis and list every queue. Redis
         trouble at start (down, full, loading) is waited out."""
-        import time
-
         where = (conf.redis_url() or "").rpartition("@")[2]
         delay = 0.5
         while True:
             try:
-                services.sync_queues()
-                return services.engine().queues()  # the database's queues and any defined in Redis only
+                operations.sync_queues()
+                return clients.engine().queues()  # the database's queues and any defined in Redis only
             except redis.RedisError as exc:
                 if errors.trouble(exc) is None:
                     raise CommandError(errors.describe(exc, where))
@@ -61,10 +60,11 @@ class Command(BaseCommand):
 
     def _worker(self, opts, slot, recycled, exit_now) -> Worker:
         values = conf.values()
+        launch.record_finishes()  # history and webhook deliveries hang on what the worker sees finish
         webhook_sender.start()  # in this process (a forked slot starts its own)
-        return Worker(services.engine(), launch.queue_names(opts), Processors(values["PROCESSORS"]),
-                      name=launch.slot_name(opts, slot), on_finish_many=services.record_many, recycled=recycled,
-                      exit_now=exit_now, **launch.worker_options(opts, values))
+        return Worker(clients.engine(), launch.queue_names(opts), Processors(values["PROCESSORS"]),
+                      name=launch.slot_name(opts, slot), recycled=recycled, exit_now=exit_now,
+                      **launch.worker_options(opts, values))
 
 
 class _Options:
@@ -78,7 +78,7 @@ def _close_connections() -> None:
     """No socket may be shared by forked children (or leak into an exec)."""
     connections.close_all()
     try:
-        services.redis_client().close()
+        clients.redis_client().close()
     except redis.RedisError:
         pass
-    services.reset()
+    clients.reset()

@@ -11,7 +11,7 @@ import pytest
 
 from queueadmin.core import queries, services
 from queueadmin.core.engine.config import QueueConfig
-from queueadmin.core.views import ops
+from queueadmin.core import operations as ops
 from tests.engine_helpers import burst, dispatch_is_empty, wait_for
 
 BACKENDS = ("single", "cluster")  # each test runs on one server and on a local cluster (conftest)

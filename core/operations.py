@@ -1,0 +1,220 @@
+"""Operations: the one door through which every entry point changes the
+queue (the dashboard's views, the HTTP API, the management commands, Django
+Tasks, the admin), so that each change keeps the request history in the
+database in step (core/history.py) the same way, whoever asked for it.
+
+* Submitting: `submit` (de-duplicated within the user's scope), and the
+  queues a submission needs in Redis: `sync_queues` (every queue of the
+  database), `push_queues` (the ones Redis lacks, from the database).
+* Steering a request: `cancel`, `set_priority`, `set_concurrency` (each
+  returns the status after the change, as recorded), `retry_dead` and
+  `discard` (dead letters), `run_now` (a scheduled request), `stop_item`,
+  `requeue` (in-flight items; a dead holder is first recovered exactly as a
+  live worker would: `recover_worker`).
+* Queues: `set_paused`. Periodic requests: `run_periodic` (submits once now),
+  `set_periodic_enabled` (pause, resume).
+
+Who may do what is the entry points' business (core/auth.py), except for
+`run_periodic`: it submits, so its user must be one who may submit.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, timezone
+
+from django.db import transaction
+
+from queueadmin.core import clients, conf, history, queries
+from queueadmin.core.auth import can_act
+from queueadmin.core.engine.client.dedup import INTERNAL
+from queueadmin.core.engine.errors import QueueError
+from queueadmin.core.engine.features import periodic
+from queueadmin.core.engine.runtime.registry import Registry
+from queueadmin.core.engine.runtime.upkeep import Upkeep
+from queueadmin.core.models import PeriodicRequest, Queue
+
+# -- submitting ---------------------------------------------------------------------
+
+
+def dedup_scope(user) -> str:
+    """Whose duplicates a submission may return (core/engine/client/dedup.py):
+    a signed-in user's (the dashboard, and every API token of that owner),
+    or, with no user (commands, Django Tasks), the internal scope."""
+    if user is not None and getattr(user, "is_authenticated", False) and user.pk is not None:
+        return f"user:{user.pk}"
+    return INTERNAL
+
+
+def submit(queue: str, processor: str, items: list, user=None, **options):
+    """Submit through the engine (de-duplicated within the user's scope) and
+    record the request in the history."""
+    client = clients.engine()
+    sub = client.submit(queue, processor, items, dedup_scope=dedup_scope(user), **options)
+    status = client.status(sub.id)
+    if status and not sub.duplicate:
+        history.record(status, items_preview=history.preview(items), user=user)
+    return sub
+
+
+def sync_queues() -> list[str]:
+    """Make Redis know every queue of the database (and `default`)."""
+    if not Queue.objects.filter(name="default").exists():
+        Queue.objects.create(name="default")  # post_save pushes it
+    client = clients.engine()
+    for queue in Queue.objects.all():
+        client.define_queue(queue.name, queue.to_config())
+    return sorted(q.name for q in Queue.objects.all())
+
+
+def push_queues(names, *, make_default: bool = False) -> set[str]:
+    """Of `names`, the queues Redis does not know yet but the database
+    configures (a fresh install before any worker ran `sync_queues`) are
+    pushed to Redis now; with `make_default`, a missing `default` row is made
+    first, as migration 0002 does. Only those, and only then: nothing
+    rewrites configuration on each call. Returns the names Redis knows now."""
+    names = list(dict.fromkeys(names))
+    if not names:
+        return set()
+    client = clients.engine()
+    pipe = client.redis.pipeline(transaction=False)
+    for name in names:
+        pipe.exists(client.keys.queue(name).config)
+    known = {name for name, there in zip(names, pipe.execute()) if there}
+    missing = [name for name in names if name not in known]
+    if make_default and "default" in missing:
+        Queue.objects.get_or_create(name="default")
+    for row in Queue.objects.filter(name__in=missing):
+        client.define_queue(row.name, row.to_config())
+        known.add(row.name)
+    return known
+
+
+# -- steering a request ---------------------------------------------------------------
+
+
+def refresh(rid: str) -> dict | None:
+    """Mirror a request's current Redis status into its history row; returns it."""
+    status = clients.engine().status(rid)
+    if status:
+        history.record(status)
+    return status
+
+
+def cancel(rid: str) -> dict | None:
+    clients.engine().cancel(rid)
+    return refresh(rid)
+
+
+def set_priority(rid: str, priority: int) -> dict | None:
+    clients.engine().set_priority(rid, priority)
+    return refresh(rid)
+
+
+def set_concurrency(rid: str, concurrency: int) -> dict | None:
+    clients.engine().set_concurrency(rid, concurrency)
+    return refresh(rid)
+
+
+def retry_dead(rid: str, entry_ids: list[str] | None = None) -> int:
+    """Send dead letters back to run (all of the request's when no ids); returns how many."""
+    n = clients.engine().retry_dead(rid, entry_ids)
+    refresh(rid)
+    return n
+
+
+def discard(rid: str, entry_ids: list[str] | None = None) -> int:
+    """Drop dead letters for good (all of the request's when no ids); returns how many."""
+    return clients.engine().discard_dead(rid, entry_ids)
+
+
+def run_now(queue: str, rid: str) -> bool:
+    """Make a scheduled request due now; False if it is no longer scheduled."""
+    return clients.engine().run_now(queue, rid)
+
+
+def stop_item(rid: str, entry: str) -> bool:
+    """Ask the worker running an item to stop it (a failed attempt, retried
+    as the queue allows); False when the item is not running."""
+    return clients.engine().stop_item(rid, entry)
+
+
+def recover_worker(wid: str) -> int:
+    """Give back a dead worker's tokens and make its items due (engine logic)."""
+    eng = clients.engine()
+    registry = Registry(eng.redis, eng.keys, dead_after=conf.get("DEAD_AFTER_SECONDS"))
+    return Upkeep(eng, registry, by="dashboard").recover(wid)
+
+
+def requeue(pairs: list[tuple[str, str]]) -> int:
+    """Make the given (request, entry) items due now; recovers dead holders."""
+    by_rid: dict[str, list[str]] = defaultdict(list)
+    for rid, eid in pairs:
+        by_rid[rid].append(eid)
+    dead = {w["id"] for w in queries.workers() if w["dead"]}
+    eng = clients.engine()
+    if dead:
+        holders = set()
+        for rid, eids in by_rid.items():
+            for eid in eids:
+                item = eng.item(rid, eid)  # a stream's entry or a lean request's item (engine reads)
+                if item and item["consumer"] in dead:
+                    holders.add(item["consumer"])
+        for wid in holders:
+            recover_worker(wid)
+    n = 0
+    for rid, eids in by_rid.items():
+        try:
+            n += eng.requeue(rid, eids)
+        except QueueError:
+            continue  # finished meanwhile
+    return n
+
+
+# -- queues and periodic requests -----------------------------------------------------------
+
+
+def set_paused(queue: str, paused: bool) -> None:
+    """Pause or resume a queue: its database row (whose post_save pushes the
+    configuration to Redis; the row follows Redis, or neither changes), or,
+    for a queue Redis alone knows, Redis."""
+    row = Queue.objects.filter(name=queue).first()
+    if row is None:
+        clients.engine().set_paused(queue, paused)
+        return
+    row.paused = paused
+    with transaction.atomic():
+        row.save(update_fields=["paused"])
+
+
+def run_periodic(obj: PeriodicRequest, user=None) -> str:
+    """Submit a periodic request's request once now; its due times stay as
+    they were. It is a submission: `user` must be one who may submit
+    (QueueError if not), whatever their permissions on periodic requests."""
+    if not can_act(user):
+        raise QueueError("running it now submits a request, and you may not submit requests "
+                         "(that needs queueadmin.change_requestrecord)")
+    client = clients.engine()
+    rid = periodic.run_now(client, obj.to_definition())
+    status = client.status(rid)
+    if status:
+        history.record(status, items_preview=history.preview(obj.item_list()), user=user)
+    PeriodicRequest.objects.filter(pk=obj.pk).update(last_request_id=rid,
+                                                     last_run_at=_from_ms(periodic.server_ms(client)))
+    return rid
+
+
+def set_periodic_enabled(obj: PeriodicRequest, enabled: bool) -> None:
+    """Pause (workers stop firing it within a tick) or resume (from its next due
+    time: times passed while paused are not made up)."""
+    before = obj.enabled
+    obj.enabled = enabled
+    try:
+        with transaction.atomic():  # the row follows Redis, or neither changes
+            obj.save(update_fields=["enabled"])  # post_save publishes or removes it (core/periodic.py)
+    except Exception:
+        obj.enabled = before
+        raise
+
+
+def _from_ms(ms):
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc) if ms else None
