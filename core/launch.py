@@ -17,9 +17,10 @@ history and webhook deliveries hang on the engine's FINISHED event there
 and a worker run in-process for another purpose (a script, a test) records
 nothing unless it is given `on_finish`.
 
-Imports sit inside the functions here: `manage.py queue_worker` reaches
-`main` before anything else is loaded, and each step loads only what it
-needs (the engine for serving; Django, on its own thread, afterwards).
+Most imports sit inside the functions here: `manage.py queue_worker`
+reaches `main` before anything else is loaded, and each step loads only
+what it needs (the engine for serving; Django, on its own thread,
+afterwards).
 """
 from __future__ import annotations
 
@@ -32,6 +33,9 @@ import sys
 import threading
 import time
 from typing import Callable
+
+from queueadmin.core import conf  # the settings reader and the events registry: no Django, no Redis
+from queueadmin.core.engine import events
 
 log = logging.getLogger("queueadmin.worker")
 
@@ -140,8 +144,6 @@ def django_subscribers() -> list[Callable]:
 def record_finishes() -> None:
     """Make this worker process record what its worker sees finish (the
     Django command; the fast path's DjangoSide waits for Django first)."""
-    from queueadmin.core.engine import events
-
     for fn in django_subscribers():
         events.subscribe(events.FINISHED, fn)
 
@@ -158,8 +160,6 @@ class DjangoSide:
         self.sync_queues, self.ready, self.subscribers = sync_queues, threading.Event(), []
 
     def start(self) -> "DjangoSide":
-        from queueadmin.core.engine import events
-
         events.subscribe(events.FINISHED, self.finished)  # before the worker serves its first item
         threading.Thread(target=self._setup, name="django-setup", daemon=True).start()
         return self
@@ -185,14 +185,10 @@ class DjangoSide:
         """events.FINISHED, on the reporter's thread: handed to the Django
         side's subscribers once Django is there."""
         if self.ready.wait(DJANGO_WAIT) and self.subscribers:
-            from queueadmin.core.engine import events
-
             events.call_all(self.subscribers, finished, events.FINISHED)
 
     def processors(self) -> dict[str, str]:
         self.ready.wait(DJANGO_WAIT)
-        from queueadmin.core import conf
-
         return conf.processors()
 
 
@@ -229,8 +225,6 @@ def _queues_in_redis(settings) -> list[str]:
     from queueadmin.core.engine import errors
     from queueadmin.core.engine.client.queue_client import QueueClient
 
-    from queueadmin.core import conf
-
     where = (conf.redis_url(settings) or "").rpartition("@")[2]
     delay = 0.5
     while True:
@@ -251,8 +245,6 @@ def _fast_worker(settings, opts, slot: int, recycled: int, exit_now):
     from queueadmin.core.engine.client.queue_client import QueueClient
     from queueadmin.core.engine.runtime.processors import Processors
     from queueadmin.core.engine.runtime.worker import Worker
-
-    from queueadmin.core import conf
 
     values = conf.values(settings)
     django_side = DjangoSide(sync_queues=slot == 0).start()

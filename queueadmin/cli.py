@@ -19,6 +19,8 @@ import os
 import sys
 from pathlib import Path
 
+from queueadmin import __version__
+
 SETTINGS = "queueadmin.settings"
 
 
@@ -45,7 +47,7 @@ def manage(argv: list[str]) -> None:
         code = queue_worker(argv[2:])
         if code is not None:
             sys.exit(code)
-    from django.core.management import execute_from_command_line
+    from django.core.management import execute_from_command_line  # after the environment above is set
 
     execute_from_command_line(argv)
 
@@ -64,7 +66,7 @@ def run(argv: list[str]) -> int:
     opts = parser.parse_args(argv)
     if opts.processes < 1:
         parser.error("--processes must be at least 1")
-    from queueadmin import service
+    from queueadmin import service  # only for `run`: the other commands start without it
 
     return service.run((opts.data_dir or data_dir()).resolve(), opts.port, opts.redis_port, opts.processes)
 
@@ -74,8 +76,6 @@ def main(argv: list[str] | None = None) -> None:
     if argv[1:2] == ["run"]:
         sys.exit(run(argv[2:]))
     if argv[1:2] in (["--version"], ["version"]):
-        from queueadmin import __version__
-
         print(__version__)
         return
     manage(["queueadmin", *argv[1:]])

@@ -15,12 +15,15 @@ secret keys, Redis's append-only files), and the data folder is 0700.
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from queueadmin.core import embedded
 
 ADMIN = "admin"
 
@@ -57,8 +60,6 @@ class Service:
         if os.environ.get("REDIS_URL"):
             say(f"using REDIS_URL={redact(os.environ['REDIS_URL'])}")
             return
-        from queueadmin.core import embedded
-
         if port_open(self.redis_port):
             raise SystemExit(f"error: 127.0.0.1:{self.redis_port} is already in use; stop what listens there, "
                              "or set QUEUEADMIN_REDIS_PORT to another port, or REDIS_URL to use that Redis")
@@ -69,20 +70,19 @@ class Service:
         os.environ["REDIS_URL"] = f"redis://127.0.0.1:{self.redis_port}/0"
 
     def set_up_django(self) -> None:
+        # Django only here, once the environment above names its settings and data folder
         import django
         from django.core.management import call_command
 
         django.setup()
-        from queueadmin.core import legacy
+        from queueadmin.core import legacy  # reads the app registry, ready only now
 
         legacy.adopt_core_tables()
         call_command("migrate", interactive=False, verbosity=0)
         self.first_login()
 
     def first_login(self) -> None:
-        import secrets
-
-        from django.contrib.auth import get_user_model
+        from django.contrib.auth import get_user_model  # after set_up_django
 
         users = get_user_model()
         if users.objects.exists():
@@ -149,8 +149,6 @@ class Service:
     def stop_redis(self) -> None:
         if self.redis is not None and self.redis.poll() is None:
             say(f"stopping redis-server (pid {self.redis.pid})")
-            from queueadmin.core import embedded
-
             embedded.stop(self.redis, timeout=60)  # SIGTERM: Redis flushes its append-only file, then exits
         self.redis = None
 
