@@ -18,6 +18,8 @@ from queueadmin.core.webhooks import policy as webhooks
 MAX_ITEMS = 100_000  # per request from the form (the engine takes more: limits.MAX_ITEMS_PER_REQUEST)
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
 STATES = ["scheduled", "queued", "running", "completed", "failed", "cancelled", "expired"]
+# the admin's forms that save what Redis must be told (queues, periodic requests), when it is away
+BACKEND_DOWN = "The queue backend (Redis) is unreachable, so workers cannot be told; nothing was saved. Try again."
 
 
 def processor_choices():

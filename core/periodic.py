@@ -26,11 +26,10 @@ from django.dispatch import receiver
 from queueadmin.core import clients, conf
 from queueadmin.core.engine.features import periodic
 from queueadmin.core.engine.errors import QueueError
+from queueadmin.core.forms import BACKEND_DOWN
 from queueadmin.core.models import PeriodicRequest
 
 log = logging.getLogger("queueadmin")
-
-BACKEND_DOWN = "The queue backend (Redis) is unreachable, so workers cannot be told; nothing was saved. Try again."
 
 
 @receiver(post_save, sender=PeriodicRequest)

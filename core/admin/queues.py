@@ -15,11 +15,10 @@ from queueadmin.core import clients, operations
 from queueadmin.core.engine.client.queue_client import QueueError
 from queueadmin.core.engine.config import QueueConfig
 from queueadmin.core.engine.features import ratelimit
+from queueadmin.core.forms import BACKEND_DOWN
 from queueadmin.core.models import Queue
 
 _live_cache: contextvars.ContextVar[dict | None] = contextvars.ContextVar("queue_live", default=None)
-
-BACKEND_DOWN = "The queue backend (Redis) is unreachable, so workers cannot be told; nothing was saved. Try again."
 
 
 class QueueForm(forms.ModelForm):

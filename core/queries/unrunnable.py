@@ -8,8 +8,7 @@ from queueadmin.core.engine.runtime import abilities
 from queueadmin.core.engine.runtime.registry import Registry
 
 from .base import client, keys, rdb
-
-LIVE_STATES = ("scheduled", "queued", "running")
+from .requests import LIVE_STATES
 
 
 def registered() -> list[dict]:

@@ -23,7 +23,7 @@ from queueadmin.core.queries import unrunnable
 from .common import RID, act_required, check_rid, confirm, page, parse_int, staff_required
 
 PAGE_SIZE = 50
-LIVE = ("scheduled", "queued", "running")
+LIVE = queries.LIVE_STATES
 
 
 def _filtered(request):
