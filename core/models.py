@@ -123,7 +123,7 @@ class ApiToken(models.Model):
     scopes = models.CharField(max_length=64, help_text="What the token may do (see core.auth.SCOPES).")
     expires_at = models.DateTimeField(null=True, blank=True, help_text="Refused from then on (empty: never expires).")
     revoked_at = models.DateTimeField(null=True, blank=True, help_text="Refused from then on.")
-    # Signs the webhooks of requests this token submits (core/webhooks.py); shown once, with the key.
+    # Signs the webhooks of requests this token submits (core/webhooks/policy.py); shown once, with the key.
     # Empty for tokens issued before webhooks: they cannot ask for one.
     webhook_secret = models.CharField(max_length=64, blank=True, editable=False)
 
@@ -166,7 +166,7 @@ class ApiToken(models.Model):
 class PeriodicRequest(models.Model):
     """A request submitted again at each due time (a cron expression or a fixed
     interval). Saving publishes it to Redis, where workers fire it
-    (core/periodic.py, core/engine/periodic.py); last and next run are
+    (core/periodic.py, core/engine/features/periodic.py); last and next run are
     copied back from Redis when the Scheduled page or the admin list is shown."""
 
     CATCH_UP = [("once", "once: one request for all missed times"), ("skip", "skip: none for missed times")]

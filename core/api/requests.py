@@ -154,7 +154,7 @@ def submit(request, payload: SubmitIn, response: HttpResponse):
 
 def _callback(request, url: str) -> dict:
     """The webhook options of a submission, or 400 when the target is refused
-    (core/webhooks.py: allowed hosts, public addresses) or the token cannot sign."""
+    (core/webhooks/policy.py: allowed hosts, public addresses) or the token cannot sign."""
     try:
         webhooks.check_target(url)
         return {"callback_url": url, "callback_signer": webhooks.token_signer(request.api_token)}
