@@ -15,8 +15,9 @@ class QueueadminConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        # here, not at the top: these import the models, which are ready only now
-        from queueadmin.core import checks, signals, tasks  # noqa: F401  (system checks, model signals, the task resolver)
+        # here, not at the top: these import the models, which are ready only now;
+        # importing them registers the system checks, the model signals and the task resolver
+        from queueadmin.core import checks, signals, tasks  # noqa: F401
 
         show_logs()  # queueadmin's own log lines show in a project whose LOGGING says nothing of them
 

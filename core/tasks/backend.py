@@ -106,7 +106,8 @@ def _now_or_on_commit(backend: QueueadminBackend, submit: Callable[[], None]) ->
 def _payload(task: Task, args, kwargs) -> dict:
     payload = {"args": list(args), "kwargs": dict(kwargs)}
     try:
-        check_item(payload, "the payload {args, kwargs}")  # the check of every entry point (core/engine/client/limits.py)
+        # the check of every entry point (core/engine/client/limits.py)
+        check_item(payload, "the payload {args, kwargs}")
     except QueueError as exc:
         raise TypeError(f"arguments of task {task.module_path} must be JSON (dict, list, str, int, float, bool, "
                         f"None): {exc}") from None

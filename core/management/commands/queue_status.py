@@ -112,7 +112,8 @@ class Command(BaseCommand):
                 value = st.get(f)
                 out[f] = iso(value) if f.endswith("_at") or f == "not_before" else value
             out["source"] = "redis"
-            out["waiting_for"] = unrunnable.for_request(st)  # a worker lacked its processor (core/engine/runtime/routing.py)
+            # a worker lacked its processor (core/engine/runtime/routing.py)
+            out["waiting_for"] = unrunnable.for_request(st)
             return out
         # finished and cleaned up from Redis: the summary remains
         rec = RequestRecord.objects.filter(id=rid).first()
