@@ -15,7 +15,6 @@ Redis (from the database's history, newest 2,000).
 """
 from __future__ import annotations
 
-from queueadmin.core.engine.client.reads import parse_item
 from queueadmin.core.models import RequestRecord
 
 from .base import Page, _int, _loads, _payload, client, keys, live_meta, queue_names, rdb
@@ -104,11 +103,8 @@ def _rows(window: list[tuple[str, int, int]], found: dict[str, str]) -> list[dic
     for i, (rid, _, _) in enumerate(window):
         processor, state = answers[2 * i + 1]
         picked += [(rid, eid, score, processor or "", state or "") for eid, score in answers[2 * i]]
-    eng = client()
-    pipe = r.pipeline(transaction=False)
-    for rid, eid, *_ in picked:
-        eng.pipe_item(pipe, rid, eid)  # a stream's entry or a lean request's item
-    entries = [parse_item(a) for a in eng.scripts.execute(pipe)] if picked else []
+    # stream entries or lean requests' items, in one round trip
+    entries = client().items_at([(rid, eid) for rid, eid, *_ in picked]) if picked else []
     pipe = r.pipeline(transaction=False)
     for (rid, *_), e in zip(picked, entries):
         pipe.hget(k.request(rid).results, e["index"] if e else -1)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import time
 
 from queueadmin.core.engine.client.queue_client import TERMINAL
-from queueadmin.core.engine.client.reads import parse_holders, parse_item
 
 from .base import (STUCK_GRACE_MS, Page, _bulk_meta, _float_or, _int, _loads, _payload, client, keys, now_ms,
                    queue_names, rdb)
@@ -62,11 +61,7 @@ def _dead_held(cands, summaries, live: dict, now: int) -> dict[str, list[str]]:
     near = [(rid, e) for (_, rid), eids in zip(asks, pipe.execute()) for e in eids]
     if not near:
         return {}
-    eng = client()
-    pipe = r.pipeline(transaction=False)
-    for rid, e in near:
-        eng.pipe_item(pipe, rid, e)  # a stream's entry or a lean request's item
-    items = [parse_item(a) for a in eng.scripts.execute(pipe)]
+    items = client().items_at(near)  # a stream's entry or a lean request's item, in one round trip
     keep = [(rid, e, it) for (rid, e), it in zip(near, items) if it and it["consumer"] and it["consumer"] not in live]
     if not keep:
         return {}
@@ -104,11 +99,8 @@ def inflight_page(queue: str | None = None, stuck_only: bool = False, page=1, si
     expired = dict(zip((c[1] for c in cands), answers[1::2]))
     cands = [c for c in cands if totals[c[1]]]
     live = {w["id"]: w for w in workers() if w["live"]}
-    eng = client()
-    pipe = r.pipeline(transaction=False)
-    for _, rid, _ in cands:
-        eng.pipe_holders(pipe, rid)  # like XPENDING's summary, for stream and lean requests
-    summaries = [{"consumers": parse_holders(a)} for a in eng.scripts.execute(pipe)] if cands else []
+    # like XPENDING's summary, for stream and lean requests, in one round trip
+    summaries = [{"consumers": h} for h in client().holders([c[1] for c in cands])] if cands else []
     dead_held = _dead_held(cands, summaries, live, now)
     count = sum(totals[c[1]] for c in cands)
     stuck_count = sum(expired[c[1]] for c in cands) + sum(len(v) for v in dead_held.values())
@@ -161,11 +153,7 @@ def _rows(picked, cands: dict, live: dict, now: int) -> list[dict]:
     if not picked:
         return []
     r, k = rdb(), keys()
-    eng = client()
-    pipe = r.pipeline(transaction=False)
-    for rid, eid, _ in picked:
-        eng.pipe_item(pipe, rid, eid)  # a stream's entry or a lean request's item
-    items = [parse_item(a) for a in eng.scripts.execute(pipe)]
+    items = client().items_at([(rid, eid) for rid, eid, _ in picked])  # stream entries or lean items, one round trip
     names = sorted({cands[rid][0] for rid, *_ in picked})
     rids = sorted({rid for rid, *_ in picked})
     pipe = r.pipeline(transaction=False)

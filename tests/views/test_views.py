@@ -322,15 +322,21 @@ def test_cancel_priority_concurrency_and_retry_actions(staff, eng):
 def take_without_ack(eng, queue, wid):
     """Play a worker that takes one item (under the queue's lease) and never
     acknowledges it: a stalled or killed worker."""
-    from queueadmin.core.engine.runtime.processors import Processors
-    from queueadmin.core.engine.runtime.worker import Worker
+    from queueadmin.core.engine.store.request_slot import TakeTerms
 
-    w = Worker(eng, [queue], Processors({"echo": "queueadmin.core.engine.runtime.processors.echo"}), install_signals=False)
-    w.id = wid  # (a worker gives back what it cannot run: core/engine/routing.py)
-    tokens, items = w._cycle(queue, 1)
-    items += w._take(queue, tokens) if tokens else []
-    assert items, "nothing to take"
-    return items[0].rid, items[0].entry
+    cfg = eng.queue_config(queue)
+    claimed = eng.store.queue.cycle(queue, wid, cfg.lease_ms, 1, aging=False, live_workers=1, least_share=1, lacks="",
+                                    releases=[])
+    assert claimed.tokens, "nothing to take"
+    token = claimed.tokens[0]
+    rid = token.rpartition("#")[0]
+    terms = TakeTerms(wid, cfg.lease_ms, cfg.max_attempts, cfg.retention_ms, eng.channel)
+    if eng.keys.in_queue_slot(rid):  # a one-item request
+        (took,) = eng.store.queue.take_lean(queue, terms, [(rid, token)])
+    else:
+        took = eng.store.request.take(rid, terms, 1)
+    ((entry, *_),) = took.items()
+    return rid, entry
 
 
 def register_worker(eng, wid, beat_ms, queues="default"):

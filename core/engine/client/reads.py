@@ -1,22 +1,28 @@
 """Reading the queue: a request's status, results and items, dead letters,
-and queue-wide figures. Mixed into QueueClient; no writes here."""
+and queue-wide figures. The `reads` collaborator of QueueClient
+(queue_client.py); no writes here."""
 from __future__ import annotations
 
 import json
-from typing import Iterator
+from typing import Callable, Iterator
 
 from queueadmin.core.engine.client.dedup import split_key
+from queueadmin.core.engine.config import QueueConfig
 from queueadmin.core.engine.errors import QueueError
+from queueadmin.core.engine.states import TERMINAL  # noqa: F401 (read from here by the Django side too)
+from queueadmin.core.engine.store import Store
 
-TERMINAL = ("completed", "failed", "cancelled", "expired")
 _COUNTERS = ("total", "done", "failed", "expired", "priority", "concurrency")
 _TIMES = ("created_at", "started_at", "finished_at", "not_before", "expires_at")
 
 
 class Reads:
-    """Needs `self.redis`, `self.keys` and `self.queue_config` (QueueClient)."""
+    def __init__(self, store: Store, queue_config: Callable[..., QueueConfig]):
+        self.store, self.redis, self.keys = store, store.redis, store.keys
+        self.queue_config = queue_config
 
-    def _meta_or_raise(self, rid: str) -> dict:
+    def meta(self, rid: str) -> dict:
+        """A request's meta hash; QueueError when Redis does not have it."""
         meta = self.redis.hgetall(self.keys.request(rid).meta)
         if not meta:
             raise QueueError(f"unknown request {rid!r} (never submitted, or cleaned up after its retention)")
@@ -56,7 +62,7 @@ class Reads:
 
     def results(self, rid: str, batch: int = 1000) -> Iterator[dict]:
         """One record per item, ordered by index."""
-        meta = self._meta_or_raise(rid)
+        meta = self.meta(rid)
         total, state = int(meta.get("total", 0)), meta.get("state")
         missing = {"cancelled": "cancelled", "expired": "expired"}.get(state, "pending")
         rk = self.keys.request(rid)
@@ -70,7 +76,7 @@ class Reads:
 
     def items(self, rid: str, start: int = 0, count: int = 50) -> list[dict]:
         """A page of items with their payload, state and result (for dashboards)."""
-        meta = self._meta_or_raise(rid)
+        meta = self.meta(rid)
         rk = self.keys.request(rid)
         # entries are in index order (retried items are appended again later);
         # reading up to the page's end costs O(start + count)
@@ -119,20 +125,26 @@ class Reads:
             return self.redis.hgetall(items)
         return {} if kind == "none" else None
 
-    def pipe_item(self, pipe, rid: str, entry: str) -> None:
-        """Queue a read of one item (either representation) on a pipeline run
-        with `self.scripts.execute`; `parse_item` reads the answer."""
-        self.scripts.pipe(pipe, "item", [self.keys.request(rid).items], [entry])
-
-    def pipe_holders(self, pipe, rid: str) -> None:
-        """Queue a read of the workers holding a request's items; `parse_holders`."""
-        self.scripts.pipe(pipe, "holders", [self.keys.request(rid).items], [])
-
     def item(self, rid: str, entry: str) -> dict | None:
         """One item: {index, payload (JSON text), consumer ("" when not held), deliveries, idle_ms}."""
-        pipe = self.redis.pipeline(transaction=False)
-        self.pipe_item(pipe, rid, entry)
-        return parse_item(self.scripts.execute(pipe)[0])
+        return self.items_at([(rid, entry)])[0]
+
+    def items_at(self, entries: list[tuple[str, str]]) -> list[dict | None]:
+        """Items by (request id, entry id), each as `item` gives it (None:
+        no such item), whether the request keeps a stream or is lean: one
+        round trip."""
+        trip = self.store.trip()
+        answers = [self.store.request.item(rid, entry, trip=trip) for rid, entry in entries]
+        trip.run()
+        return [a.value for a in answers]
+
+    def holders(self, rids: list[str]) -> list[list[dict]]:
+        """For each request, the workers holding its items, as XPENDING's
+        summary lists consumers ([{name, pending}]): one round trip."""
+        trip = self.store.trip()
+        answers = [self.store.request.holders(rid, trip=trip) for rid in rids]
+        trip.run()
+        return [a.value for a in answers]
 
     def live_requests(self, queue: str) -> dict[str, dict]:
         """Registered requests of a queue: id -> {priority, concurrency, scheduled}."""
@@ -202,16 +214,3 @@ def result_json(record: dict, compact: bool = True) -> str:
                            "error": "the stored record is not standard JSON (it holds NaN or Infinity)"},
                           separators=separators)
     return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def parse_item(answer) -> dict | None:
-    """An `item` script answer as {index, payload, consumer, deliveries, idle_ms}, or None."""
-    if not answer:
-        return None
-    return {"index": int(answer[0]), "payload": answer[1], "consumer": answer[2], "deliveries": int(answer[3]),
-            "idle_ms": int(answer[4])}
-
-
-def parse_holders(answer) -> list[dict]:
-    """A `holders` script answer as XPENDING's summary lists consumers: [{name, pending}]."""
-    return [{"name": answer[i], "pending": int(answer[i + 1])} for i in range(0, len(answer or []), 2)]

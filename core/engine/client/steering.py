@@ -1,7 +1,7 @@
 """Steering live requests: cancel, stop an item, change priority or
 concurrency, requeue in-flight items, retry or discard dead letters, run a
-scheduled request now. A mixin of `QueueClient` (client.py), which owns the
-connection, keys, scripts and the queue and submission helpers it uses.
+scheduled request now. The `steering` collaborator of QueueClient
+(queue_client.py).
 """
 from __future__ import annotations
 
@@ -14,29 +14,36 @@ from queueadmin.core.engine.features import schedule
 from queueadmin.core.engine.config import MAX_CONCURRENCY
 from queueadmin.core.engine.errors import QueueError
 from queueadmin.core.engine.client.limits import encode
-from queueadmin.core.engine.client.reads import TERMINAL
-from queueadmin.core.engine.store.scripts import Code, ScriptError
+from queueadmin.core.engine.client.reads import TERMINAL, Reads
+from queueadmin.core.engine.client.submission import Submitter, refusal
+from queueadmin.core.engine.store import Store
+from queueadmin.core.engine.store.scripts import ScriptError
 
 
 class Steering:
+    def __init__(self, client, store: Store, reads: Reads, submitter: Submitter, channel: str):
+        self.client = client  # the face events carry to their subscribers (events.Cancelled)
+        self.store, self.redis, self.keys = store, store.redis, store.keys
+        self.reads, self.submitter, self.channel = reads, submitter, channel
+
     def cancel(self, rid: str) -> None:
-        meta = self._meta_or_raise(rid)
-        config = self.queue_config(meta["queue"])
+        meta = self.reads.meta(rid)
+        config = self.reads.queue_config(meta["queue"])
         try:
-            self.scripts("cancel", self.keys.request(rid).all(), [config.retention_ms, self.channel])
+            self.store.request.cancel(rid, config.retention_ms, self.channel)
         except ScriptError as exc:
             raise QueueError(refusal(rid, exc.code)) from exc
-        self._retire(meta["queue"], rid, meta.get("dedup_key", ""))
+        self.store.queue.retire(meta["queue"], rid, meta.get("dedup_key", ""))
         self._ask_stop(rid)  # its running items stop too (watchdog.py)
-        events.fire(events.CANCELLED, events.Cancelled(self, rid, meta))  # chains, webhooks (events.py)
+        events.fire(events.CANCELLED, events.Cancelled(self.client, rid, meta))  # chains, webhooks (events.py)
 
     def stop_item(self, rid: str, entry: str) -> bool:
         """Ask the worker running item `entry` to stop it: the attempt is
         recorded as failed ("stopped by an operator") and follows the retry
         policy. False when the item is not in flight."""
-        self._meta_or_raise(rid)
+        self.reads.meta(rid)
         try:
-            item = self.item(rid, entry)  # a stream's entry or a lean request's item (reads.py)
+            item = self.reads.item(rid, entry)  # a stream's entry or a lean request's item (reads.py)
         except redis.ResponseError:  # not a stream id
             raise QueueError(f"unknown item {entry!r} of request {rid}") from None
         if not item or not item["consumer"]:
@@ -62,17 +69,15 @@ class Steering:
         self._adjust(rid, "concurrency", concurrency)
 
     def _adjust(self, rid: str, field: str, value: int) -> None:
-        meta = self._meta_or_raise(rid)
+        meta = self.reads.meta(rid)
         if meta.get("state") in TERMINAL:
             raise QueueError(f"request {rid} is {meta['state']}: nothing left to change")
-        qk = self.keys.queue(meta["queue"])
-        args = [rid, value, ""] if field == "priority" else [rid, "", value]
         try:
-            self.scripts("adjust", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.parked, qk.wake], args)
+            self.store.queue.adjust(meta["queue"], rid, **{field: value})
         except ScriptError as exc:
             raise QueueError(refusal(rid, exc.code)) from exc
         self.redis.hset(self.keys.request(rid).meta, field, value)
-        status = self.status(rid)
+        status = self.reads.status(rid)
         if status and self.channel:  # open pages show the change at once
             self.redis.publish(self.channel, encode({
                 "type": "progress", "t": int(time.time() * 1000),
@@ -81,34 +86,34 @@ class Steering:
 
     def requeue(self, rid: str, entry_ids: list[str] | None = None) -> int:
         """Make in-flight items of a request due now (all of them when no ids)."""
-        meta = self._meta_or_raise(rid)
+        meta = self.reads.meta(rid)
         rk = self.keys.request(rid)
         ids = entry_ids if entry_ids is not None else [e for e, _ in self.redis.zrange(rk.leases, 0, -1, withscores=True)]
         if not ids:
             return 0
-        n = self.scripts("requeue", [rk.items, rk.leases], ["ids", *ids])
-        self._unpark(meta["queue"], rid)
+        n = self.store.request.requeue(rid, ids)
+        self.submitter.unpark(meta["queue"], rid)
         return n
 
     def retry_dead(self, rid: str, entry_ids: list[str] | None = None) -> int:
         """Send dead-lettered items back to run again; reopens a failed request."""
-        meta = self._meta_or_raise(rid)
+        meta = self.reads.meta(rid)
         try:
-            n, reopened = self.scripts("retry", self.keys.request(rid).all(), [self.channel, *(entry_ids or [])])
+            n, reopened = self.store.request.retry(rid, self.channel, entry_ids)
         except ScriptError as exc:
             raise QueueError(refusal(rid, exc.code)) from exc
         if reopened:
-            pipe = self.redis.pipeline(transaction=False)
-            self._enqueue(pipe, meta["queue"], rid, int(meta["priority"]), int(meta["concurrency"]), "", 0, n)
-            self.scripts.execute(pipe)
+            trip = self.store.trip()
+            self.submitter.enqueue(trip, meta["queue"], rid, int(meta["priority"]), int(meta["concurrency"]), "", 0, n)
+            trip.run()
         elif n:
-            self._unpark(meta["queue"], rid)
+            self.submitter.unpark(meta["queue"], rid)
         return n
 
     def discard_dead(self, rid: str, entry_ids: list[str] | None = None) -> int:
         """Drop dead letters for good (all of the request's when no ids)."""
         try:
-            return self.scripts("discard", self.keys.request(rid).all(), list(entry_ids or []))
+            return self.store.request.discard(rid, entry_ids)
         except ScriptError as exc:
             raise QueueError(refusal(rid, exc.code)) from exc
 
@@ -116,29 +121,7 @@ class Steering:
         """Make a scheduled request due now; False if it is not scheduled."""
         qk = self.keys.queue(queue)
         if not self.redis.zadd(qk.sched, {rid: 0}, xx=True, ch=True) and self.redis.zscore(qk.sched, rid) is None:
-            if not schedule.run_now(self, queue, rid):  # far off: in a schedule shard
+            if not schedule.run_now(self.client, queue, rid):  # far off: in a schedule shard
                 return False
         self.redis.rpush(qk.wake, 1)  # an idle worker wakes, ticks and promotes it
         return True
-
-    def _unpark(self, queue: str, rid: str) -> None:
-        qk = self.keys.queue(queue)
-        try:
-            self.scripts("unpark", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.parked, qk.wake], [rid])
-        except ScriptError:
-            pass  # not registered: finished meanwhile, nothing to wake
-
-    def _retire(self, queue: str, rid: str, dedup_key: str) -> None:
-        qk = self.keys.queue(queue)
-        self.scripts("retire", [qk.tokens, qk.reqs, qk.held, qk.leases, qk.parked, qk.dedup, qk.sched,
-                                qk.index, qk.lastserved, qk.rate], [rid, dedup_key or ""])
-
-
-def refusal(rid: str, code: Code) -> str:
-    return {
-        Code.NOT_FOUND: f"unknown request {rid!r}",
-        Code.FINISHED: f"request {rid} is already finished",
-        Code.FINALIZED: f"request {rid} is finalized: no more items can be added",
-        Code.NOT_HELD: f"request {rid}: not held",
-        Code.EXISTS: f"request {rid} exists already",
-    }[code]

@@ -25,7 +25,7 @@ import logging
 import time
 
 from queueadmin.core.engine.errors import QueueError
-from queueadmin.core.engine.client.reads import TERMINAL
+from queueadmin.core.engine.states import TERMINAL
 
 log = logging.getLogger("queueadmin.worker")
 

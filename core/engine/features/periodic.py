@@ -50,7 +50,9 @@ from redis.exceptions import RedisError
 from queueadmin.core.engine.client.dedup import PERIODIC, scoped_key
 from queueadmin.core.engine.errors import QueueError
 from queueadmin.core.engine.client.limits import payloads as checked_payloads
-from queueadmin.core.engine.client.reads import TERMINAL
+from queueadmin.core.engine.states import TERMINAL
+from queueadmin.core.engine.store.periodic_slot import Defined
+from queueadmin.core.engine.store.queue_slot import EnqueueCode
 from queueadmin.core.engine.store.scripts import Code, ScriptError
 
 log = logging.getLogger("queueadmin.worker")
@@ -240,18 +242,15 @@ def define(client, d: Definition) -> bool:
     """Publish an enabled schedule; True if it was (re)scheduled at its next
     due time, False if it kept its place (timing unchanged)."""
     d.check()
-    pk = client.keys.periodic
     nxt = d.next_after(server_ms(client))
-    return int(client.scripts("periodic_define", [pk.defs, pk.due, pk.claims],
-                              [d.name, d.to_json(), d.timing, nxt])) == 1
+    return client.store.periodic.periodic_define(d.name, d.to_json(), d.timing, nxt) == Defined.SCHEDULED
 
 
 def remove(client, name: str, forget: bool = False) -> None:
     """Stop a schedule (paused or deleted); `forget` drops its last-run state too."""
-    pk = client.keys.periodic
-    client.scripts("periodic_define", [pk.defs, pk.due, pk.claims], [name, "", "", 0])
+    client.store.periodic.periodic_define(name, "", "", 0)
     if forget:
-        client.redis.hdel(pk.state, name)
+        client.redis.hdel(client.keys.periodic.state, name)
 
 
 def defined(client, name: str) -> bool:
@@ -268,7 +267,7 @@ def fire(client, d: Definition, due_ms: int, manual: bool = False, missed: bool 
     (`due_at`) and, when it stands for missed times, `caught_up`."""
     rid = request_id(client, d.name + ("\x00now" if manual else ""), due_ms)
     rk = client.keys.request(rid)
-    _, priority, concurrency = client._validate(d.queue, d.processor, d.priority, d.concurrency)
+    _, priority, concurrency = client.submission.validate(d.queue, d.processor, d.priority, d.concurrency)
     payloads = checked_payloads(d.items)
     key = scoped_key(PERIODIC, dedup_key(d.name, due_ms) + (":now" if manual else ""))
     meta = dict(id=rid, queue=d.queue, processor=d.processor, priority=priority, concurrency=concurrency,
@@ -277,9 +276,8 @@ def fire(client, d: Definition, due_ms: int, manual: bool = False, missed: bool 
         meta["caught_up"] = 1
     if d.time_limit is not None:
         meta["time_limit"] = float(d.time_limit)
-    fields = [len(meta)] + [x for kv in meta.items() for x in kv]
     try:
-        client.scripts("create", [rk.meta, rk.items], [0, 0, 1, *fields, *payloads])
+        client.store.request.create(rid, meta, payloads)
     except ScriptError as exc:
         if exc.code != Code.EXISTS:
             raise
@@ -287,23 +285,22 @@ def fire(client, d: Definition, due_ms: int, manual: bool = False, missed: bool 
             return rid  # fired, and already finished
         # made earlier; registering again is a no-op if it was (enqueue answers "already registered"),
         # and registers it if its maker died between the two steps
-    pipe = client.redis.pipeline(transaction=False)
-    client._enqueue(pipe, d.queue, rid, priority, concurrency, key, 0, len(payloads))
-    code, other = client.scripts.execute(pipe)[0][:2]
-    if int(code) == 2 and other != rid:  # this due time fired under another id (the secret was lost): that one stands
-        client.redis.delete(*rk.all())
+    trip = client.store.trip()
+    enqueued = client.submission.enqueue(trip, d.queue, rid, priority, concurrency, key, 0, len(payloads))
+    trip.run()
+    code, other = enqueued.value
+    if code == EnqueueCode.DUPLICATE and other != rid:  # this due time fired under another id (the secret was
+        client.redis.delete(*rk.all())  # lost): that one stands
         return other
     return rid
 
 
 def run(client, by: str = "") -> list[tuple[str, int, str]]:
     """Fire every schedule that is due; returns (name, due ms, request id) fired."""
-    pk = client.keys.periodic
     token = secrets.token_hex(8)
-    answer = client.scripts("periodic_claim", [pk.due, pk.claims, pk.defs], [BATCH, LEASE_MS, token])
-    now_ms, fired = int(answer[0]), []
-    for n in range(1, len(answer), 3):
-        name, due_ms, raw = answer[n], int(answer[n + 1]), answer[n + 2]
+    now_ms, due = client.store.periodic.periodic_claim(BATCH, LEASE_MS, token)
+    fired = []
+    for name, due_ms, raw in due:
         state: dict = {"due": due_ms, "at": now_ms, "request": "", "error": ""}
         try:
             d = Definition.from_json(raw)
@@ -327,7 +324,7 @@ def run(client, by: str = "") -> list[tuple[str, int, str]]:
             state.update(due=t, request=rid)
             fired.append((name, t, rid))
         record = json.dumps(state) if fires or state["error"] else ""  # skipped: the last run stays as it was
-        client.scripts("periodic_done", [pk.due, pk.claims, pk.defs, pk.state], [name, token, nxt, record])
+        client.store.periodic.periodic_done(name, token, nxt, record)
     return fired
 
 
@@ -351,15 +348,15 @@ def repair(client) -> int:
     missing = sorted(set(names) - set(present))  # names only: definitions may be large
     if not missing:
         return 0
-    now, args = server_ms(client), []
+    now, back = server_ms(client), []
     for name, raw in zip(missing, client.redis.hmget(pk.defs, missing)):
         if raw is None:
             continue  # removed meanwhile
         try:
-            args += [name, raw, Definition.from_json(raw).next_after(now)]
+            back.append((name, raw, Definition.from_json(raw).next_after(now)))
         except Exception as exc:
             log.warning("periodic request %s cannot be put back: %s", name, exc)
-    return int(client.scripts("periodic_repair", [pk.defs, pk.due], args)) if args else 0
+    return client.store.periodic.periodic_repair(back) if back else 0
 
 
 # -- reading (the dashboard) ----------------------------------------------------

@@ -31,12 +31,14 @@ from __future__ import annotations
 import time
 import zlib
 
+from queueadmin.core.engine.states import TERMINAL
+from queueadmin.core.engine.store.queue_slot import Moved
+
 SHARDS = 16
 HORIZON_MS = 60_000  # shard entries due within this are moved to the queue's `sched`
 FAR_MS = 2 * HORIZON_MS  # delays beyond this go to a shard: never moved before creation is long done
 MOVE_BATCH = 500
 ORPHAN_MS = 3_600_000  # an entry whose request was never registered is dropped this long after its time
-TERMINAL = ("completed", "failed", "cancelled", "expired")
 
 def shard_of(rid: str) -> int:
     return zlib.crc32(rid.encode()) % SHARDS
@@ -82,12 +84,11 @@ def move(client, queue: str, shards: list[int] | None = None, now_ms: int | None
             candidates.append((k, rid, int(not_before) if not_before else ready))
     moved = 0
     if candidates:
-        args = [x for _, rid, ready in candidates for x in (rid, ready)]
-        codes = client.scripts("sched_move", [qk.reqs, qk.sched], args)
+        codes = client.store.queue.sched_move(queue, [(rid, ready) for _, rid, ready in candidates])
         for (k, rid, ready), code in zip(candidates, codes):
-            if int(code) in (1, 2) or now_ms - ready > ORPHAN_MS:
+            if code in (Moved.MOVED, Moved.NOT_SCHEDULED) or now_ms - ready > ORPHAN_MS:
                 drop.append((k, rid))
-            moved += int(code) == 1
+            moved += code == Moved.MOVED
     if drop:
         pipe = r.pipeline(transaction=False)
         for k, rid in drop:
@@ -103,9 +104,9 @@ def run_now(client, queue: str, rid: str) -> bool:
     key = qk.sched_shard(shard_of(rid))
     if r.zscore(key, rid) is None:
         return False
-    (code,) = client.scripts("sched_move", [qk.reqs, qk.sched], [rid, 0])
+    (code,) = client.store.queue.sched_move(queue, [(rid, 0)])
     r.zrem(key, rid)
-    return int(code) == 1
+    return code == Moved.MOVED
 
 
 def entries(client, queue: str, limit: int = 5000) -> list[tuple[str, float]]:

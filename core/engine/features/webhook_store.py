@@ -33,7 +33,7 @@ import json
 import time
 from urllib.parse import urlsplit
 
-from queueadmin.core.engine.client.reads import TERMINAL
+from queueadmin.core.engine.states import TERMINAL
 
 KEEP_MS = 7 * 86400 * 1000  # a closed delivery's record stays this long (the request page shows it)
 GIVE_UP_MS = 86400 * 1000  # retries stop this long after the delivery was created
@@ -71,22 +71,16 @@ def target_of(url: str) -> tuple[str, str]:
     return hashlib.sha1(name.encode("utf-8", "surrogatepass")).hexdigest()[:20], name
 
 
-def _target_keys(k, tid: str) -> list[str]:
-    return [k.webhook_targets, k.webhook_targets_slow, k.webhook_target(tid), k.webhook_target_queue(tid)]
-
-
 def enqueue(client, status: dict | None) -> str | None:
     """Make the delivery of a finished request with a callback URL; returns its
     id (None when there is nothing to send). Idempotent."""
     if not status or not status.get("callback_url") or status.get("state") not in TERMINAL:
         return None
     did = delivery_id(status)
-    k = client.keys
     tid, name = target_of(status["callback_url"])
     fields = ["request", status["id"], "url", status["callback_url"], "signer", status.get("callback_signer", ""),
               "body", body(status, did)]
-    client.scripts("webhook_queue", [*_target_keys(k, tid), k.webhook(did), k.webhooks_of(status["id"])],
-                   [did, GIVE_UP_MS + KEEP_MS, tid, name, *fields])
+    client.store.webhooks.webhook_queue(did, status["id"], tid, name, GIVE_UP_MS + KEEP_MS, fields)
     return did
 
 
@@ -140,8 +134,7 @@ def due_targets(client, slow: bool, count: int) -> list[str]:
 def take(client, tid: str, lease_ms: int) -> tuple[int, str] | None:
     """Claim a due target's earliest due delivery until the returned deadline
     (ms); None when another sender took it first or nothing of it is due."""
-    got = client.scripts("webhook_take", _target_keys(client.keys, tid), [tid, lease_ms])
-    return (int(got[0]), got[1]) if got else None
+    return client.store.webhooks.webhook_take(tid, lease_ms)
 
 
 def sent(client, did: str, tid: str, rid: str, deadline: int, attempt: dict, state: str, next_at_ms: int = 0,
@@ -151,10 +144,9 @@ def sent(client, did: str, tid: str, rid: str, deadline: int, attempt: dict, sta
     what the attempt says of the target: "timeout" (a penalty doubling from
     penalty_ms[0] up to penalty_ms[1]), "answered" (none) or "none". 0 when
     the claim ran out and another sender holds the delivery."""
-    k = client.keys
-    return client.scripts("webhook_sent", [*_target_keys(k, tid), k.webhook(did), k.webhooks_of(rid)],
-                          [did, deadline, json.dumps(attempt, separators=(",", ":")), state, int(next_at_ms),
-                           keep_ms, LOG_MAX, tid, news, int(penalty_ms[0]), int(penalty_ms[1])])
+    return client.store.webhooks.webhook_sent(did, rid, tid, deadline=deadline, attempt=_json(attempt), state=state,
+                                              next_at_ms=int(next_at_ms), keep_ms=keep_ms, log_max=LOG_MAX, news=news,
+                                              penalty_ms=(int(penalty_ms[0]), int(penalty_ms[1])))
 
 
 def adopt(client, batch: int = 100) -> int:
@@ -165,8 +157,7 @@ def adopt(client, batch: int = 100) -> int:
     moved = 0
     for did in ids:
         tid, name = target_of(client.redis.hget(k.webhook(did), "url") or "")
-        moved += client.scripts("webhook_adopt", [k.webhooks_due, *_target_keys(k, tid), k.webhook(did)],
-                                [did, tid, name, GIVE_UP_MS + KEEP_MS])
+        moved += client.store.webhooks.webhook_adopt(did, tid, name, GIVE_UP_MS + KEEP_MS)
     return moved
 
 
@@ -176,17 +167,18 @@ def adopt(client, batch: int = 100) -> int:
 def claim(client, lease_ms: int, count: int) -> tuple[int, list[str]]:
     """Due deliveries of the older due set, now this caller's until the
     returned deadline (ms)."""
-    deadline, *ids = client.scripts("webhook_claim", [client.keys.webhooks_due], [lease_ms, count])
-    return int(deadline), ids
+    return client.store.webhooks.webhook_claim(lease_ms, count)
 
 
 def record(client, did: str, rid: str, deadline: int, attempt: dict, state: str, next_at_ms: int = 0,
            keep_ms: int = KEEP_MS) -> int:
     """Log an attempt of a delivery claimed from the older due set."""
-    k = client.keys
-    return client.scripts("webhook_done", [k.webhooks_due, k.webhook(did), k.webhooks_of(rid)],
-                          [did, deadline, json.dumps(attempt, separators=(",", ":")), state, int(next_at_ms),
-                           keep_ms, LOG_MAX])
+    return client.store.webhooks.webhook_done(did, rid, deadline=deadline, attempt=_json(attempt), state=state,
+                                              next_at_ms=int(next_at_ms), keep_ms=keep_ms, log_max=LOG_MAX)
+
+
+def _json(attempt: dict) -> str:
+    return json.dumps(attempt, separators=(",", ":"))
 
 
 def backoff_ms(attempts: int, first_s: float, most_s: float) -> int:

@@ -28,91 +28,75 @@ A worker that woke for something else stops resting in its next round trip
 no one popped: it holds those, so it runs them (or, leaving, hands them
 back).
 
-A mixin of `Worker` (worker.py), which owns the state it uses.
+`Handoffs` owns that state of a worker: the queues it rests on, and the
+handoffs it holds and has not started yet (the dispatcher starts them first,
+claims.py).
 """
 from __future__ import annotations
 
-import json
-import time
-
-import redis
-
-from queueadmin.core.engine.runtime.item import Item
+from queueadmin.core.engine.runtime.pace import Pace
+from queueadmin.core.engine.store import Store
+from queueadmin.core.engine.store.queue_slot import Handoff
+from queueadmin.core.engine.store.request_slot import Took
+from queueadmin.core.engine.store.trip import Answer, Trip
 
 REST_MAX = 1.5  # seconds a worker blocks at rest at most: less than REST_MS (_common.lua), after which a rest
 # counts as a dead worker's
 
 
 class Handoffs:
-    def _rest(self, queues: list[str]) -> None:
+    def __init__(self, store: Store, pace: Pace, worker_id: str):
+        self.store, self.pace, self.id = store, pace, worker_id
+        self.resting: list[str] = []  # the queues it rests on: handoffs may come
+        self._handed: list[tuple[str, str, Took | None]] = []  # (queue, request id, take) of handoffs to start
+
+    def rest(self, queues: list[str]) -> None:
         """Rest on `queues` for the coming block on their wake lists."""
-        pipe = self.redis.pipeline(transaction=False)
+        trip = self.store.trip()
         for q in queues:
-            qk = self.keys.queue(q)
-            self.scripts.pipe(pipe, "rest", [qk.idle, qk.wake], [self.id, "in"])
-        self.scripts.execute(pipe)
-        self._resting = list(queues)
+            self.store.queue.rest(q, self.id, True, trip=trip)
+        trip.run()
+        self.resting = list(queues)
 
-    def _pipe_rest_out(self, pipe) -> list[str]:
-        """Stop resting, in a round trip's pipeline: the queues, in the order
-        of their answers (handoffs made for this worker and not popped)."""
-        queues, self._resting = self._resting, []
-        for q in queues:
-            qk = self.keys.queue(q)
-            self.scripts.pipe(pipe, "rest", [qk.idle, qk.wake], [self.id, "out"])
-        return queues
+    def put_rest_out(self, trip: Trip) -> list[tuple[str, Answer]]:
+        """Stop resting, in a round trip: (queue, Answer) per queue, whose
+        answer is the handoffs made for this worker and not popped."""
+        queues, self.resting = self.resting, []
+        return [(q, self.store.queue.rest(q, self.id, False, trip=trip)) for q in queues]
 
-    def _rested(self, queues: list[str], answers: list) -> None:
-        for q, handoffs in zip(queues, answers):
-            for value in handoffs:
-                _, rid, took, *_ = json.loads(value)
-                self._handed.append((q, rid, took))
+    def rested(self, answers: list[tuple[str, Answer]]) -> None:
+        """The handoffs found as it stopped resting are its own to run."""
+        for q, answer in answers:
+            for handoff in answer.value:
+                self._handed.append((q, handoff.rid, handoff.took))
 
-    def _popped(self, queue: str, value: str) -> None:
+    def popped(self, queue: str, value: str) -> None:
         """A handoff popped from `queue`'s wake list: this worker's to run,
         once taken over if it was made for another."""
-        wid, rid, took, *rested = json.loads(value)  # rested: absent in a handoff of an older version
-        if wid != self.id and not self._adopt(queue, rid, wid, took, rested[0] if rested else ""):
+        handoff = Handoff.parse(value)
+        if handoff.worker != self.id and not self._adopt(queue, handoff):
             return
-        self._handed.append((queue, rid, took))
+        self._handed.append((queue, handoff.rid, handoff.took))
 
-    def _adopt(self, queue: str, rid: str, wid: str, took, rested) -> bool:
-        if isinstance(took, int):  # the take found nothing: nothing to run
+    def _adopt(self, queue: str, handoff: Handoff) -> bool:
+        if handoff.took is None:  # the take found nothing: nothing to run
             return False
-        qk, rk = self.keys.queue(queue), self.keys.request(rid)
-        return self.scripts("adopt", [qk.held, qk.leases, rk.items, rk.leases, qk.idle],
-                            [f"{rid}#1", wid, self.id, self.config(queue).lease_ms, rested]) == 1
+        return self.store.queue.adopt(queue, handoff.rid, made_for=handoff.worker, worker=self.id,
+                                      lease_ms=self.pace.config(queue).lease_ms, rested=handoff.rested)
 
-    def _handed_items(self) -> dict[str, list[Item]]:
-        """The items of the handoffs this worker holds, by queue (`_took`
-        gives the releases of tokens left without an item)."""
-        by_queue: dict[str, list[Item]] = {}
+    def handed(self) -> list[tuple[str, str, Took | None]]:
+        """The handoffs held, to start (or hand back): (queue, request id,
+        take) each; they are the caller's now."""
         handed, self._handed = self._handed, []
-        now = time.monotonic()
-        for queue, rid, took in handed:
-            token = f"{rid}#1"
-            items = self._took(queue, [(rid, [token])], [took], claimed={token: now})
-            by_queue.setdefault(queue, []).extend(items)
-        return by_queue
+        return handed
 
-    def _start_handed(self) -> bool:
-        started = False
-        for queue, items in self._handed_items().items():
-            if items:
-                fast = self._fast(queue)
-                self.executor.submit(items, fast, inline=fast and not self.executor.busy())
-                started = True
-        return started
+    def __bool__(self) -> bool:
+        return bool(self._handed)
 
-    def _hand_back(self) -> None:
-        """Leaving: stop resting, and hand back the handoffs that came meanwhile."""
-        try:
-            if self._resting:
-                pipe = self.redis.pipeline(transaction=False)
-                queues = self._pipe_rest_out(pipe)
-                self._rested(queues, self.scripts.execute(pipe))
-            items = [i for group in self._handed_items().values() for i in group]
-            if items:
-                self._abandon(items)
-        except redis.RedisError:
-            pass  # their leases bring them back
+    def leave(self) -> None:
+        """Leaving: stop resting (the handoffs that came meanwhile join the held ones)."""
+        if self.resting:
+            trip = self.store.trip()
+            answers = self.put_rest_out(trip)
+            trip.run()
+            self.rested(answers)

@@ -115,3 +115,29 @@ def record(status: str, body: str, attempts: int, worker: str, started: float, f
     encoded as JSON."""
     return (f'{{"status":"{status}",{body},"attempts":{attempts},"worker":{worker},'
             f'"started_at":{started:.6f},"finished_at":{finished:.6f}}}')
+
+
+class Held:
+    """The items a worker holds, by token: from `take` until their outcome
+    reached Redis (or they were handed back). The dispatcher adds and
+    removes; the lease keeper reads (a copy of the values)."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self):
+        self._items: dict[str, Item] = {}
+
+    def add(self, item: Item) -> None:
+        self._items[item.token] = item
+
+    def drop(self, item: Item) -> None:
+        self._items.pop(item.token, None)
+
+    def holds(self, item: Item) -> bool:
+        return self._items.get(item.token) is item
+
+    def items(self) -> list[Item]:
+        return list(self._items.values())
+
+    def __len__(self) -> int:
+        return len(self._items)

@@ -3,63 +3,92 @@ retry, dead, cancelled) and a result record, queued to reach Redis with the
 next dispatch round trip along with its token's return; counted for the
 dashboard's throughput, the metrics (stats.py) and the log.
 
-A mixin of `Worker` (worker.py), which owns the state it uses.
+`Outcomes` owns what waits for that round trip: the finished runs from the
+executor's threads, the acknowledgements (one `ack` per request, one
+`ack_lean` per queue for one-item requests), the requests that finished
+and are to be retired, and the figures not yet sent. The round trip
+(cycle.py) asks it to put them on the pipeline (`put_*`) and tells it
+what was sent (`sent`, `acknowledged`).
 """
 from __future__ import annotations
 
 import logging
 import os
+import threading
+import time
+from collections import deque
+from typing import Iterator
 
 import redis
 
 from queueadmin.core.engine import events
-from queueadmin.core.engine.features import stats
+from queueadmin.core.engine.client.limits import encode, encode_value, oneline
 from queueadmin.core.engine.config import QueueConfig
 from queueadmin.core.engine.errors import QueueError
-from queueadmin.core.engine.runtime.item import Item, Ran, record
-from queueadmin.core.engine.client.limits import oneline, encode, encode_value
+from queueadmin.core.engine.features import stats
+from queueadmin.core.engine.runtime.item import Held, Item, Ran, record
+from queueadmin.core.engine.runtime.keeping import Keeping
+from queueadmin.core.engine.runtime.pace import Pace
+from queueadmin.core.engine.store import Store
+from queueadmin.core.engine.store.request_slot import Acked
+from queueadmin.core.engine.store.trip import Trip
 
 log = logging.getLogger("queueadmin.worker")
 
 TEXT_CAP = 64 * 1024  # characters kept of an error or traceback (a log has its own cap: itemlog.py)
+FIGURES_EVERY = 1.0  # seconds between sends of throughput and metrics figures while busy (a few commands each)
 
 
 class Outcomes:
+    def __init__(self, store: Store, pace: Pace, keeping: Keeping, held: Held, worker_id: str, channel: str,
+                 wakeup: threading.Event):
+        self.store, self.keys, self.pace, self.keeping, self.held = store, store.keys, pace, keeping, held
+        self.id, self.channel, self._wakeup = worker_id, channel, wakeup
+        self._id_json = encode(worker_id)
+        self.processed = self.failed = 0
+        self.runs: deque[Ran] = deque()  # finished runs, from executor threads
+        self.acks: dict[str, tuple[str, list]] = {}  # request id -> (queue, flat outcome fields)
+        self.acked: list[Item] = []  # items whose outcome is in acks
+        self.finishing: dict[str, tuple[str, str]] = {}  # finished request -> (queue, de-dup key), to retire
+        self.done: dict[str, list[int]] = {}  # queue -> [done, failed] since the last send
+        self.stats: dict[str, dict] = {}  # queue -> figures for core.engine.stats since the last send
+        self.figures_due = 0.0  # when done and stats go out next (FIGURES_EVERY)
+
     def on_done(self, runs: list[Ran]) -> None:
         """From executor threads (and the watchdog): runs that ended."""
-        self._outcomes.extend(runs)
+        self.runs.extend(runs)
         self._wakeup.set()
 
-    def _collect(self) -> None:
-        """Turn finished runs into acknowledgements for the next round trip."""
-        if not self._outcomes:
-            return
-        while self._outcomes:
+    def pending(self, counts: bool = False) -> bool:
+        """Whether acknowledgements or retirements (and with `counts`, figures) wait for a round trip."""
+        return bool(self.acks or self.finishing or (counts and self.done))
+
+    def collect(self) -> bool:
+        """Turn finished runs into acknowledgements for the next round trip;
+        True if there were any."""
+        if not self.runs:
+            return False
+        while self.runs:
             # removed only once queued: _queue_ack may raise (reading a queue's settings
             # from a Redis that is failing over), and a lost outcome would strand its item
-            self._queue_ack(self._outcomes[0])
-            self._outcomes.popleft()
-        # limits are looked at after items finish, so every process makes progress
-        if self.max_items and self.processed + self.failed >= self.max_items:
-            self.replace(f"reached --max-items-per-process {self.max_items}")
-        elif self.max_memory_mb and _rss_mb() > self.max_memory_mb:
-            self.replace(f"memory above --max-memory-per-process {self.max_memory_mb:g} MB")
+            self._queue_ack(self.runs[0])
+            self.runs.popleft()
+        return True
 
     def _queue_ack(self, ran: Ran) -> None:
         """The outcome goes to Redis with the next dispatch round trip, along
         with the token's return."""
         item = ran.item
-        cfg = self.config(item.queue)
+        cfg = self.pace.config(item.queue)
         took = ran.finished - item.started
         if not item.stop_reason:
-            avg = self._avg.get(item.queue)
-            self._avg[item.queue] = took if avg is None else 0.8 * avg + 0.2 * took
+            self.pace.ran(item.queue, took)
         outcome, text = self._outcome(ran, cfg)
         retry_ms = int(cfg.backoff(item.attempt) * 1000) if outcome == "retry" else 0
-        self._acks.setdefault(item.rid, (item.queue, []))[1].extend(
+        self.acks.setdefault(item.rid, (item.queue, []))[1].extend(
             [item.entry, item.index, outcome, text, retry_ms])
-        self._acked.append(item)
-        self._release_token(item, outcome)  # or keep it for the request's next item (keeping.py)
+        self.acked.append(item)
+        self.keeping.release(item, outcome)  # or keep it for the request's next item (keeping.py)
         self._count(item, outcome, took, ran)
         if outcome == "dead":
             try:
@@ -113,13 +142,13 @@ class Outcomes:
 
     def _count(self, item: Item, outcome: str, took: float, ran: Ran) -> None:
         """Throughput, metrics and log line of one outcome."""
-        counts = self._done.setdefault(item.queue, [0, 0])
+        counts = self.done.setdefault(item.queue, [0, 0])
         counts[0 if outcome == "done" else 1] += 1
         if outcome == "done":
             self.processed += 1
         else:
             self.failed += 1
-        figures = self._stats.get(item.queue) or self._stats.setdefault(item.queue, stats.batch())
+        figures = self.stats.get(item.queue) or self.stats.setdefault(item.queue, stats.batch())
         if outcome in stats.OUTCOMES:
             figures[stats.OUTCOMES[outcome]] += 1
         figures["run_times"].append(took)
@@ -133,23 +162,106 @@ class Outcomes:
                            "worker": self.id, "attempt": item.attempt, "duration": round(took, 6),
                            "outcome": outcome})
 
-    def _abandon(self, items: list[Item]) -> None:
+    def abandon(self, items: list[Item]) -> None:
         """Hand held items back: due again now, their tokens returned."""
         try:
-            pipe = self.redis.pipeline(transaction=False)
+            trip = self.store.trip()
             for item in items:
-                rk = self.keys.request(item.rid)
-                self.scripts.pipe(pipe, "requeue", [rk.items, rk.leases], ["ids", item.entry])
-                self._releases[item.queue] += [item.token, "return", 0]
-                self._held.pop(item.token, None)
-            self.scripts.execute(pipe)
+                self.store.request.requeue(item.rid, [item.entry], trip=trip)
+                self.keeping.give_back(item.queue, item.token)
+                self.held.drop(item)
+            trip.run()
             log.info("worker %s handed back %d held item(s)", self.id, len(items))
         except redis.RedisError:
             pass  # their leases bring them back
 
-    def _finished(self, queue: str, rid: str, dedup_key: str) -> None:
+    def finished(self, queue: str, rid: str, dedup_key: str) -> None:
         """A request closed: it is retired from its queue in the next round trip."""
-        self._finishing[rid] = (queue, dedup_key)
+        self.finishing[rid] = (queue, dedup_key)
+
+    # -- in a round trip (cycle.py) ---------------------------------------------
+
+    def put_retires(self, trip: Trip) -> list[str]:
+        """Retire the requests that finished; returns their ids (for the reporter)."""
+        for rid, (q, dedup) in self.finishing.items():
+            self.store.queue.retire(q, rid, dedup, trip=trip)
+        return list(self.finishing)
+
+    def put_acks(self, trip: Trip) -> "Acks":
+        """The acknowledgements waiting to reach Redis: one `ack` per request,
+        and one `ack_lean` per queue for its one-item requests in its slot
+        (which also retires those it closes)."""
+        acks, lean = Acks(), {}
+        for rid, (q, fields) in self.acks.items():
+            if self.keys.in_queue_slot(rid):
+                lean.setdefault(q, []).append((rid, fields))
+                continue
+            cfg = self.pace.config(q)
+            acks.plain.append((rid, q, self.store.request.ack(rid, self.id, cfg.retention_ms, self.channel, fields,
+                                                              trip=trip)))
+        for q, group in lean.items():
+            cfg = self.pace.config(q)
+            acks.lean.append((q, [rid for rid, _ in group],
+                              self.store.queue.ack_lean(q, self.id, cfg.retention_ms, self.channel, group, trip=trip)))
+        return acks
+
+    def figures_now(self, idle: bool) -> bool:
+        """Whether this round trip carries the figures: at most once a
+        second while busy, and at once when the worker goes idle."""
+        return idle or time.monotonic() >= self.figures_due
+
+    def put_figures(self, trip: Trip) -> None:
+        """Throughput per minute (the dashboard's) and counters and histograms
+        (/metrics) for what finished since they were last sent."""
+        minute = int(time.time() // 60)
+        for q, (done, failed) in self.done.items():
+            tp = self.keys.throughput(q, minute)
+            trip.pipe.hincrby(tp, "done", done)
+            trip.pipe.hincrby(tp, "failed", failed)
+            trip.pipe.expire(tp, 3600)
+        for q, batch in self.stats.items():
+            stats.record(trip.pipe, self.keys, q, **batch)
+
+    def sent(self, figures: bool) -> None:
+        """The round trip reached Redis: the acknowledged items are no longer
+        held, and what it carried is done with."""
+        for item in self.acked:
+            self.held.drop(item)
+        self.acks, self.acked, self.finishing = {}, [], {}
+        if figures:
+            self.done, self.stats, self.figures_due = {}, {}, time.monotonic() + FIGURES_EVERY
+
+    def acknowledged(self, acks: "Acks") -> list[str]:
+        """Read the acknowledgements' answers: a request in its own slot that
+        they closed is retired with the next round trip; returns the one-item
+        requests they closed (`ack_lean` retired those already)."""
+        closed = []
+        for rid, q, answer in acks.answers():
+            if answer.closed:
+                if self.keys.in_queue_slot(rid):
+                    closed.append(rid)
+                else:
+                    self.finished(q, rid, answer.dedup_key)
+        return closed
+
+
+class Acks:
+    """The acknowledgement calls of one round trip: (request id, queue,
+    Answer) per `ack`, (queue, request ids, Answer) per `ack_lean`."""
+
+    __slots__ = ("plain", "lean")
+
+    def __init__(self):
+        self.plain: list = []
+        self.lean: list = []
+
+    def answers(self) -> Iterator[tuple[str, str, Acked]]:
+        """(request id, queue, Acked) per request, in the order they were put."""
+        for rid, q, answer in self.plain:
+            yield rid, q, answer.value
+        for q, rids, answer in self.lean:
+            for rid, acked in zip(rids, answer.value):
+                yield rid, q, acked
 
 
 def _storable(text: str, cap: int = TEXT_CAP) -> str:
@@ -163,7 +275,7 @@ def _storable(text: str, cap: int = TEXT_CAP) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _rss_mb() -> float:
+def rss_mb() -> float:
     """This process's resident memory (Linux), in MB."""
     try:
         with open("/proc/self/statm") as f:

@@ -6,7 +6,7 @@ claims name no processor it lacks ("", cycle-12 reads nothing more) and
 each take answer costs one set lookup.
 
 When a take hands this worker items whose processor it cannot load (not in
-its settings, a task whose module it cannot import), `_unrunnable` keeps
+its settings, a task whose module it cannot import), `unrunnable` keeps
 them from the executor: with the next round trip, and before their tokens
 go back in it, each item is given back untouched (untake-3: its delivery
 count as before the take, due at once) and its request is marked in the
@@ -22,12 +22,15 @@ markers for this worker for MUTE seconds, so that it neither takes the
 markers meant for workers that can run them nor wakes for each of them.
 
 When no live worker of the queue can run the processor for longer than the
-queue's `unrunnable_seconds` (`_review`, in upkeep), this worker stops
+queue's `unrunnable_seconds` (`review`, in upkeep), this worker stops
 passing over those requests and fails their items with that reason instead:
 a failed attempt like any other, retried after the backoff, then a dead
 letter.
 
-A mixin of `Worker` (worker.py), which owns the state it uses.
+`Routing` owns that state of a worker: the items to give back with the
+next round trip (`put_untakes`), the processors no live worker has had for
+too long, the queues whose markers it does not wait on for now, and what it
+last said it can run.
 """
 from __future__ import annotations
 
@@ -35,7 +38,12 @@ import logging
 import time
 
 from queueadmin.core.engine.runtime import abilities
-from queueadmin.core.engine.runtime.item import Item, Ran
+from queueadmin.core.engine.runtime.abilities import Abilities
+from queueadmin.core.engine.runtime.item import Held, Item, Ran
+from queueadmin.core.engine.runtime.keeping import Keeping
+from queueadmin.core.engine.runtime.pace import Pace
+from queueadmin.core.engine.runtime.registry import Registry
+from queueadmin.core.engine.store.trip import Trip
 
 log = logging.getLogger("queueadmin.worker")
 
@@ -45,15 +53,27 @@ NO_WORKER = "NoWorker: no live worker has processor {processor!r} (none for more
 
 
 class Routing:
-    def _unrunnable(self, queue: str, processor: str, items: list[Item]) -> None:
+    def __init__(self, client, abilities: Abilities, registry: Registry, pace: Pace, keeping: Keeping, held: Held,
+                 on_done, worker_id: str, queues: list[str]):
+        self.client, self.redis, self.keys, self.store = client, client.redis, client.keys, client.store
+        self.abilities, self.registry, self.pace, self.keeping, self.held = abilities, registry, pace, keeping, held
+        self.on_done, self.id, self.queues = on_done, worker_id, queues
+        self._untakes: dict[str, tuple[str, str, list]] = {}  # request id -> (queue, processor, entry/attempt pairs)
+        self._expired: dict[str, frozenset[str]] = {}  # queue -> processors no live worker has had for too long
+        self._muted: dict[str, float] = {}  # queue -> until when its wake markers are not waited on
+        self._told: set[str] = set()  # processors whose lack was logged
+        self._review_due = 0.0
+        self._can_published = ""
+
+    def unrunnable(self, queue: str, processor: str, items: list[Item]) -> None:
         """Items just taken whose processor this worker cannot load: back
         untouched with the next round trip, or failed if no live worker has
         had it for longer than the queue allows."""
         if processor in self._expired.get(queue, ()):
-            seconds = self.config(queue).unrunnable_seconds
+            seconds = self.pace.config(queue).unrunnable_seconds
             for item in items:
                 item.stop_reason = "unrunnable"  # no run time to count, no token to keep
-                self._held[item.token] = item
+                self.held.add(item)
             self.on_done([Ran(i, error=NO_WORKER.format(processor=processor, seconds=seconds)) for i in items])
             return
         if processor not in self._told:
@@ -63,25 +83,24 @@ class Routing:
         fields = self._untakes.setdefault(items[0].rid, (queue, processor, []))[2]
         for item in items:
             fields += [item.entry, item.attempt]
-            self._releases[queue] += [item.token, "return", 0]
+            self.keeping.give_back(queue, item.token)
 
-    def _pipe_untakes(self, pipe) -> list[str]:
-        """Items given back and their requests' marks, first in a round trip's
-        pipeline (before the cycle that returns their tokens). Returns the
-        requests, two commands each."""
+    def put_untakes(self, trip: Trip) -> list[str]:
+        """Items given back and their requests' marks, first in a round trip
+        (before the cycle that returns their tokens). Returns the requests."""
         rids = list(self._untakes)
         for rid in rids:
             queue, processor, fields = self._untakes[rid]
-            rk = self.keys.request(rid)
-            self.scripts.pipe(pipe, "untake", [rk.meta, rk.items, rk.leases], [self.id, *fields])
-            abilities.mark(pipe, self.keys.queue(queue), rid, processor)
+            self.store.request.untake(rid, self.id, fields, trip=trip)
+            abilities.mark(trip.pipe, self.keys.queue(queue), rid, processor)
         return rids
 
-    def _untaken(self, rids: list[str]) -> None:
+    def untaken(self, rids: list[str]) -> None:
+        """The round trip gave those requests' items back."""
         for rid in rids:
             self._untakes.pop(rid, None)
 
-    def _lacks_arg(self, queue: str) -> str:
+    def lacks(self, queue: str) -> str:
         """What the claim passes over: the processors this worker lacks, less
         those whose items it now fails (no live worker has them for too long)."""
         if not self.abilities.lacks:
@@ -89,22 +108,26 @@ class Routing:
         expired = self._expired.get(queue, ())
         return abilities.joined(sorted(p for p in self.abilities.lacks if p not in expired))
 
-    def _note_wait(self, queue: str, wait_ms: int) -> None:
+    def note_wait(self, queue: str, wait_ms: int) -> None:
         """A claim's wait: -1 (only work this worker cannot run waits) mutes the queue's markers for a while."""
         if wait_ms < 0:
             self._muted[queue] = time.monotonic() + MUTE
         else:
             self._muted.pop(queue, None)
 
-    def _awake(self, now: float) -> list[str]:
+    def awake(self, now: float) -> list[str]:
         """The queues whose wake markers this worker waits on now."""
         if not self._muted:
             return self.queues
         return [q for q in self.queues if self._muted.get(q, 0.0) <= now]
 
+    def wake_by(self, now: float) -> list[float]:
+        """When the muted queues' markers are waited on again (those still muted)."""
+        return [t for t in self._muted.values() if t > now]
+
     # -- upkeep -----------------------------------------------------------------
 
-    def _review(self) -> None:
+    def review(self) -> None:
         """Say what this worker can run (for handoffs), and bring the orphans
         of its queues up to date: which processors no live worker has had for
         longer than the queue allows."""
@@ -113,7 +136,7 @@ class Routing:
             return
         self._review_due = now + REVIEW_EVERY
         self.abilities.retry_stale()
-        self._publish_can()
+        self.publish_can()
         pipe = self.redis.pipeline(transaction=False)
         for q in self.queues:
             qk = self.keys.queue(q)
@@ -129,11 +152,11 @@ class Routing:
                 orphaned = abilities.review(self.client, q, workers)
             else:
                 orphaned = abilities.orphans(self.client, q)
-            limit_ms = self.config(q).unrunnable_seconds * 1000
+            limit_ms = self.pace.config(q).unrunnable_seconds * 1000
             expired[q] = frozenset(p for p, since in orphaned.items() if now_ms - since >= limit_ms)
         self._expired = expired
 
-    def _publish_can(self) -> None:
+    def publish_can(self) -> None:
         """This worker's names in its queues' `can` hashes, when they changed."""
         text = abilities.joined(self.abilities.names())
         if text == self._can_published:
@@ -144,12 +167,12 @@ class Routing:
         pipe.execute()
         self._can_published = text
 
-    def _unpublish_can(self) -> None:
+    def unpublish_can(self) -> None:
         pipe = self.redis.pipeline(transaction=False)
         for q in self.queues:
             pipe.hdel(self.keys.queue(q).can, self.id)
         pipe.execute()
 
-    def _passes(self) -> dict[str, set[str]]:
+    def passes(self) -> dict[str, set[str]]:
         """Queue -> the processors a claim passes over there (for `drained`)."""
-        return {q: set(abilities.split(arg)) for q in self.queues if (arg := self._lacks_arg(q))}
+        return {q: set(abilities.split(arg)) for q in self.queues if (arg := self.lacks(q))}

@@ -23,21 +23,19 @@ TICK_BATCH = 500  # scheduled requests / tokens moved per tick and queue
 class Upkeep:
     def __init__(self, client: QueueClient, registry: Registry, by: str = "", aging_ms: int = 0):
         self.client, self.registry, self.by, self.aging_ms = client, registry, by, aging_ms
-        self.redis, self.keys, self.scripts = client.redis, client.keys, client.scripts
+        self.redis, self.keys, self.store = client.redis, client.keys, client.store
         self._next_chains = 0.0
         self._periodic_repair_at = 0.0
 
     def tick(self, queue: str) -> list[str]:
         """One upkeep pass over a queue's dispatch; returns promoted request ids."""
         schedule.move(self.client, queue)  # far-off requests now near: from their shards to `sched`
-        qk = self.keys.queue(queue)
-        promoted, *_ = self.scripts("tick", [qk.sched, qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked,
-                                             qk.wake, qk.lastserved], [TICK_BATCH, self.aging_ms])
+        promoted = self.store.queue.tick(queue, TICK_BATCH, self.aging_ms).promoted
         if promoted:
-            pipe = self.redis.pipeline(transaction=False)
+            trip = self.store.trip()
             for rid in promoted:
-                self.scripts.pipe(pipe, "promoted", [self.keys.request(rid).meta], [])
-            self.scripts.execute(pipe)
+                self.store.request.promoted(rid, trip=trip)
+            trip.run()
         return promoted
 
     def periodic(self) -> list[tuple[str, int, str]]:
@@ -69,14 +67,10 @@ class Upkeep:
             return 0
         n = 0
         for queue in self.registry.queues_of(wid) or self.client.queues():
-            qk = self.keys.queue(queue)
-            rids = self.scripts("release_worker", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked,
-                                                   qk.wake], [wid])
-            for rid in rids:
-                rk = self.keys.request(rid)
-                n += self.scripts("requeue", [rk.items, rk.leases], ["worker", wid])
-                self.client._unpark(queue, rid)
-            self.redis.hdel(qk.can, wid)  # no handoffs for it (routing.py)
+            for rid in self.store.queue.release_worker(queue, wid):
+                n += self.store.request.requeue(rid, worker=wid)
+                self.client.submission.unpark(queue, rid)
+            self.redis.hdel(self.keys.queue(queue).can, wid)  # no handoffs for it (routing.py)
         self.registry.mark_dead(wid)
         log.warning("%s recovered dead worker %s: %d item(s) due again", self.by or "upkeep", wid, n)
         return n
@@ -97,7 +91,7 @@ class Upkeep:
         creation may be on its way), then remove them."""
         created = self.redis.zscore(self.keys.queue(queue).index, rid)
         if created is None or time.time() * 1000 - created > 60_000:
-            self.client._retire(queue, rid, "")
+            self.store.queue.retire(queue, rid, "")
 
     def drained(self, queues: list[str], passes: dict[str, set[str]] | None = None) -> bool:
         """Nothing to do: no token waiting or held, no scheduled request due

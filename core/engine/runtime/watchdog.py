@@ -63,7 +63,7 @@ class Watchdog:
                 if item.thread_id == self.worker.dispatcher_thread:
                     self.worker.emergency(ran, why)  # the dispatcher itself is stuck in it
                 else:
-                    self.worker.on_done([ran])
+                    self.worker.outcomes.on_done([ran])
                     self.worker.replace(why)
         if running and mono >= self._next_stops:
             self._next_stops = mono + STOPS_INTERVAL

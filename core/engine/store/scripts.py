@@ -1,4 +1,9 @@
-"""The registry of Lua scripts in ``lua/``.
+"""The registry of Lua scripts in ``lua/``, and how a script is called.
+
+Callers do not call scripts by name: each script has one typed call in the
+store's slot modules (queue_slot.py, request_slot.py, periodic_slot.py,
+webhook_slot.py), which orders its KEYS and ARGV and decodes its answer;
+they call `Scripts.run`, directly or on a round trip (trip.py).
 
 Each file is ``name-N.lua`` where N is its number of KEYS, or
 ``name-N+Pn.lua`` for a script that serves n >= 1 groups of P keys after N
@@ -13,6 +18,7 @@ from __future__ import annotations
 import enum
 import re
 from pathlib import Path
+from typing import Callable
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
@@ -73,22 +79,43 @@ class Scripts:
             wanted = f"{fixed} + {per}n (n >= 1)" if per else str(fixed)
             raise TypeError(f"{name} takes {wanted} keys, got {len(keys)}")
 
-    def __call__(self, name: str, keys: list[str], args: list, client=None):
+    def nkeys(self, name: str) -> tuple[int, int]:
+        """(fixed keys, keys per group; 0 for none) as the file name says."""
+        return self._nkeys[name]
+
+    def run(self, trip, name: str, keys: list[str], args: list, decode: Callable):
+        """The one way the typed calls reach a script: now, returning its
+        answer as `decode` makes it (`decode` raises ScriptError for a
+        refusal, see `refusable`), or on `trip` (trip.py), returning an
+        Answer whose value is decoded once the trip ran."""
+        if trip is not None:
+            return trip.script(name, keys, args, decode)
+        return decode(self.call(name, keys, args))
+
+    def call(self, name: str, keys: list[str], args: list, client=None):
+        """Run a script now (EVALSHA, loading it on NOSCRIPT): its raw answer."""
         self._check_keys(name, keys)
-        result = self._scripts[name](keys=keys, args=args, client=client)
+        return self._scripts[name](keys=keys, args=args, client=client)
+
+    def __call__(self, name: str, keys: list[str], args: list, client=None):
+        """A raw call by name (tests, and a console); the engine uses the typed calls."""
+        result = self.call(name, keys, args, client)
         if isinstance(result, int) and result < 0:
             raise ScriptError(name, Code(result))
         return result
 
-    def pipe(self, pipe, name: str, keys: list[str], args: list):
-        """Queue a script call (EVALSHA) on a pipeline run by `execute`; the
-        caller checks the result. Unlike redis-py's own pipelined scripts, this
-        costs no SCRIPT EXISTS round trip per pipeline."""
+    def pipe(self, pipe, name: str, keys: list[str], args: list) -> int:
+        """Queue a script call (EVALSHA) on a pipeline run by `execute`;
+        returns its place in the pipeline's answers. Unlike redis-py's own
+        pipelined scripts, this costs no SCRIPT EXISTS round trip per
+        pipeline."""
         self._check_keys(name, keys)
         pipe.evalsha(self._scripts[name].sha, len(keys), *keys, *args)
+        at = len(pipe.command_stack) - 1
         if not hasattr(pipe, "_qa_calls"):
             pipe._qa_calls = {}
-        pipe._qa_calls[len(pipe.command_stack) - 1] = (name, keys, args)
+        pipe._qa_calls[at] = (name, keys, args)
+        return at
 
     def execute(self, pipe) -> list:
         """Run a pipeline. Script calls that met NOSCRIPT (Redis restarted or
@@ -124,3 +151,15 @@ def check(name: str, result):
     if isinstance(result, int) and result < 0:
         raise ScriptError(name, Code(result))
     return result
+
+
+def refusable(name: str, decode: Callable | None = None) -> Callable:
+    """A decoder for script `name` whose negative answers are refusals
+    (ScriptError with its Code); any other answer is decoded by `decode`."""
+    def decoded(raw):
+        if raw.__class__ is int and raw < 0:
+            raise ScriptError(name, Code(raw))
+        return raw if decode is None else decode(raw)
+
+    decoded.__qualname__ = f"refusable({name!r})"
+    return decoded

@@ -56,7 +56,7 @@ def test_scripts_reload_after_script_flush(qc, r):
 
 def test_every_script_call_stays_in_one_slot(qc, monkeypatch):
     seen = []
-    original = scripts_mod.Scripts.__call__
+    original = scripts_mod.Scripts.call  # every call made now goes through it, every pipelined one through pipe
     original_pipe = scripts_mod.Scripts.pipe
 
     def checked(self, name, keys, args, client=None):
@@ -69,7 +69,7 @@ def test_every_script_call_stays_in_one_slot(qc, monkeypatch):
         assert len({key_slot(k.encode()) for k in keys}) <= 1, (name, keys)
         return original_pipe(self, pipe, name, keys, args)
 
-    monkeypatch.setattr(scripts_mod.Scripts, "__call__", checked)
+    monkeypatch.setattr(scripts_mod.Scripts, "call", checked)
     monkeypatch.setattr(scripts_mod.Scripts, "pipe", checked_pipe)
     qc.define_queue("q2", QueueConfig(backoff_seconds=0.01, max_attempts=1))
     a = qc.submit("default", "echo", list(range(5)), concurrency=2)

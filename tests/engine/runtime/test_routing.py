@@ -171,9 +171,9 @@ def test_a_handoff_that_reaches_a_worker_without_the_processor_goes_back_untouch
     (value,) = [v for v in qc.redis.lrange(qk.wake, 0, -1) if v.startswith("[")]
     qc.redis.lrem(qk.wake, 1, value)  # popped by a worker it was not made for, that lacks shout
     lacking = make_worker(qc, BUILTIN)
-    lacking._popped("default", value)
-    assert not lacking._start_handed()
-    lacking._flush()
+    lacking.handoffs.popped("default", value)
+    assert not lacking.claims.start_handed()
+    lacking.claims.flush()
     assert qc.redis.hgetall(qk.held) == {} and qc.redis.zrange(qk.tokens, 0, -1) == [f"{sub.id}#1"]
     assert deliveries(qc, sub.id) == [0] and qc.status(sub.id)["state"] == "queued"
     assert abilities.parse_mark(qc.redis.hget(qk.needs, sub.id))[1] == "shout"
@@ -234,8 +234,8 @@ def test_a_worker_that_lacks_the_processor_of_what_waits_does_not_wake_for_it(qc
     naps = {**BUILTIN, "nap": BUILTIN["sleep"]}
     sub = qc.submit("default", "nap", [0.05] * 40, dedup=False, concurrency=10)
     lacking, cycles = make_worker(qc, BUILTIN), []
-    cycle = lacking._cycle
-    lacking._cycle = lambda *args, **kwargs: cycles.append(1) or cycle(*args, **kwargs)  # counted, unchanged
+    cycle = lacking.claims.cycle
+    lacking.claims.cycle = lambda *args, **kwargs: cycles.append(1) or cycle(*args, **kwargs)  # counted, unchanged
     with Running(lacking):
         wait_for(lambda: qc.redis.hlen(qc.keys.queue("default").needs) == 1, 10, message="the mark")
         before, began = len(cycles), time.monotonic()
@@ -251,6 +251,6 @@ def test_a_worker_says_what_it_can_run(qc):
     assert not w.abilities.can_run("nope") and w.abilities.can_run("shout")
     fields = w.abilities.registry_fields()
     assert "\nshout\n" in fields["can"] and fields["lacks"] == "\nnope\n" and fields["families"] == ""
-    w._publish_can()
+    w.routing.publish_can()
     assert qc.redis.hget(qc.keys.queue("default").can, w.id) == fields["can"]
     assert json.loads(json.dumps(fields)) == fields
