@@ -56,7 +56,9 @@ def sh(argv, cwd=None, env=None, timeout=600, check=True) -> subprocess.Complete
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    sh([sys.executable, "-m", "build", "--wheel", "--outdir", out, ROOT], cwd=ROOT)
+    # the source distribution first, then the wheel built from it (as PyPI users' tools would), in a
+    # temporary folder: nothing is left in the checkout but the ignored egg-info
+    sh([sys.executable, "-m", "build", "--outdir", out, ROOT], cwd=ROOT)
     (found,) = out.glob("queueadmin-*.whl")
     return found
 
