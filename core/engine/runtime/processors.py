@@ -49,7 +49,7 @@ def sleep(item: Any) -> float:
 
 async def async_sleep(item: Any) -> float:
     """`sleep` on the worker's event loop: many run at once in one process."""
-    import asyncio
+    import asyncio  # here: reading this catalog (commands, checks) need not import asyncio (about 40 ms)
 
     seconds = float(item)
     if not 0 <= seconds <= 3600:
