@@ -14,6 +14,7 @@ from django.db import models
 from django.utils import timezone
 
 from queueadmin.core import conf
+from queueadmin.core.audit import AuditEntry  # noqa: F401 (defined there, registered with the app here)
 from queueadmin.core.engine.config import MAX_CONCURRENCY, QueueConfig
 from queueadmin.core.engine.features import ratelimit
 from queueadmin.core.engine.features.periodic import Definition
