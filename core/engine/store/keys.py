@@ -248,6 +248,10 @@ class Keys:
     def worker(self, wid: str) -> str:  # HASH host, pid, started, queues, current, counts
         return f"{self.prefix}:worker:{wid}"
 
+    def worker_control(self, wid: str) -> str:  # STRING "quiet" or "stop": asked of a worker, read by its heartbeat
+        # not under `worker:`, whose keys the workers page finds by SCAN as hashes
+        return f"{self.prefix}:control:{wid}"
+
     def events(self, rid: str) -> str:  # pub/sub channel for one request
         return f"{self.prefix}:events:{rid}"
 
@@ -271,6 +275,20 @@ class Keys:
 
     def api_rate(self, token: str, window: int) -> str:  # STRING an API token's calls in one window (expires)
         return f"{self.prefix}:rate:{token}:{window}"
+
+    # Bulk jobs by filter (client/bulk.py): single-key commands only, so no hash tag.
+    @property
+    def bulk_jobs(self) -> str:  # ZSET bulk job id -> created (ms), the recent ones
+        return f"{self.prefix}:bulk"
+
+    def bulk_job(self, jid: str) -> str:  # HASH kind, action, filter, state, counts, cursor (expires when done)
+        return f"{self.prefix}:bulk:{jid}"
+
+    def bulk_targets(self, jid: str) -> str:  # LIST the job's targets (request ids, or "rid:entry" pairs)
+        return f"{self.prefix}:bulk:{jid}:targets"
+
+    def bulk_runner(self, jid: str) -> str:  # STRING who runs the job now (expires: a lapsed runner is resumed)
+        return f"{self.prefix}:bulk:{jid}:runner"
 
     # Webhook deliveries (webhook_store.py): all in one slot, {wh}, so one script sees them together.
     @property
