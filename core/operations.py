@@ -16,6 +16,12 @@ database in step (core/history.py) the same way, whoever asked for it.
 
 Who may do what is the entry points' business (core/auth.py), except for
 `run_periodic`: it submits, so its user must be one who may submit.
+
+Every steering operation takes `actor=` (core/audit.py `Actor`, built by the
+entry point: the dashboard's user, the API's token, the command's name, the
+admin's user) and, once the change is made, writes one audit entry per
+request it touched, so every door records the same entries. Nothing is
+recorded for a change that did not happen (an error, or nothing to do).
 """
 from __future__ import annotations
 
@@ -24,7 +30,8 @@ from datetime import datetime, timezone
 
 from django.db import transaction
 
-from queueadmin.core import clients, conf, history, queries
+from queueadmin.core import audit, clients, conf, history, queries
+from queueadmin.core.audit import Actor
 from queueadmin.core.auth import can_act
 from queueadmin.core.engine.client.dedup import INTERNAL
 from queueadmin.core.engine.errors import QueueError
@@ -100,42 +107,88 @@ def refresh(rid: str) -> dict | None:
     return status
 
 
-def cancel(rid: str) -> dict | None:
+def _audit_request(actor, action: str, rid: str, status: dict | None, **fields):
+    """One audit entry about request `rid` (its queue from `status` when known)."""
+    audit.record(actor, action, queue=(status or {}).get("queue", ""), request_id=rid, **fields)
+
+
+def cancel(rid: str, *, actor: Actor | None = None) -> dict | None:
     clients.engine().cancel(rid)
-    return refresh(rid)
+    status = refresh(rid)
+    left = (status["total"] - status["done"] - status["failed"] - status["expired"]) if status else None
+    _audit_request(actor, "cancel", rid, status, count=left)
+    return status
 
 
-def set_priority(rid: str, priority: int) -> dict | None:
+def set_priority(rid: str, priority: int, *, actor: Actor | None = None) -> dict | None:
+    before = clients.engine().status(rid) or {}
     clients.engine().set_priority(rid, priority)
-    return refresh(rid)
+    status = refresh(rid)
+    _audit_request(actor, "set_priority", rid, status, detail={"from": _int(before.get("priority")), "to": priority})
+    return status
 
 
-def set_concurrency(rid: str, concurrency: int) -> dict | None:
+def set_concurrency(rid: str, concurrency: int, *, actor: Actor | None = None) -> dict | None:
+    before = clients.engine().status(rid) or {}
     clients.engine().set_concurrency(rid, concurrency)
-    return refresh(rid)
+    status = refresh(rid)
+    _audit_request(actor, "set_concurrency", rid, status,
+                   detail={"from": _int(before.get("concurrency")), "to": concurrency})
+    return status
 
 
-def retry_dead(rid: str, entry_ids: list[str] | None = None) -> int:
+def retry_dead(rid: str, entry_ids: list[str] | None = None, *, actor: Actor | None = None) -> int:
     """Send dead letters back to run (all of the request's when no ids); returns how many."""
     n = clients.engine().retry_dead(rid, entry_ids)
-    refresh(rid)
+    status = refresh(rid)
+    if n:
+        _audit_request(actor, "retry_dead", rid, status, count=n, detail=_entries(entry_ids))
     return n
 
 
-def discard(rid: str, entry_ids: list[str] | None = None) -> int:
+def discard(rid: str, entry_ids: list[str] | None = None, *, actor: Actor | None = None) -> int:
     """Drop dead letters for good (all of the request's when no ids); returns how many."""
-    return clients.engine().discard_dead(rid, entry_ids)
+    n = clients.engine().discard_dead(rid, entry_ids)
+    if n:
+        _audit_request(actor, "discard", rid, clients.engine().status(rid), count=n, detail=_entries(entry_ids))
+    return n
 
 
-def run_now(queue: str, rid: str) -> bool:
+def run_now(queue: str, rid: str, *, actor: Actor | None = None) -> bool:
     """Make a scheduled request due now; False if it is no longer scheduled."""
-    return clients.engine().run_now(queue, rid)
+    done = clients.engine().run_now(queue, rid)
+    if done:
+        audit.record(actor, "run_now", queue=queue, request_id=rid)
+    return done
 
 
-def stop_item(rid: str, entry: str) -> bool:
+def stop_item(rid: str, entry: str, *, actor: Actor | None = None) -> bool:
     """Ask the worker running an item to stop it (a failed attempt, retried
     as the queue allows); False when the item is not running."""
-    return clients.engine().stop_item(rid, entry)
+    eng = clients.engine()
+    item = eng.item(rid, entry)  # read first: a stopped item's index is what people know it by
+    stopped = eng.stop_item(rid, entry)
+    if stopped:
+        _audit_request(actor, "stop_item", rid, eng.status(rid), target=_item_label(item, entry), count=1,
+                       detail={"entry": entry, "worker": (item or {}).get("consumer", "")})
+    return stopped
+
+
+def _int(value):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _entries(entry_ids) -> dict:
+    """The entries an action named (at most 100 kept: the count says how many)."""
+    return {"entries": list(entry_ids)[:100]} if entry_ids else {"entries": "all"}
+
+
+def _item_label(item: dict | None, entry: str) -> str:
+    index = (item or {}).get("index")
+    return f"#{index}" if index not in (None, "") else entry
 
 
 def recover_worker(wid: str) -> int:
@@ -145,7 +198,7 @@ def recover_worker(wid: str) -> int:
     return Upkeep(eng, registry, by="dashboard").recover(wid)
 
 
-def requeue(pairs: list[tuple[str, str]]) -> int:
+def requeue(pairs: list[tuple[str, str]], *, actor: Actor | None = None) -> int:
     """Make the given (request, entry) items due now; recovers dead holders."""
     by_rid: dict[str, list[str]] = defaultdict(list)
     for rid, eid in pairs:
@@ -164,29 +217,33 @@ def requeue(pairs: list[tuple[str, str]]) -> int:
     n = 0
     for rid, eids in by_rid.items():
         try:
-            n += eng.requeue(rid, eids)
+            done = eng.requeue(rid, eids)
         except QueueError:
             continue  # finished meanwhile
+        n += done
+        if done:
+            _audit_request(actor, "requeue", rid, eng.status(rid), count=done, detail=_entries(eids))
     return n
 
 
 # -- queues and periodic requests -----------------------------------------------------------
 
 
-def set_paused(queue: str, paused: bool) -> None:
+def set_paused(queue: str, paused: bool, *, actor: Actor | None = None) -> None:
     """Pause or resume a queue: its database row (whose post_save pushes the
     configuration to Redis; the row follows Redis, or neither changes), or,
     for a queue Redis alone knows, Redis."""
     row = Queue.objects.filter(name=queue).first()
     if row is None:
         clients.engine().set_paused(queue, paused)
-        return
-    row.paused = paused
-    with transaction.atomic():
-        row.save(update_fields=["paused"])
+    else:
+        row.paused = paused
+        with transaction.atomic():
+            row.save(update_fields=["paused"])
+    audit.record(actor, "pause_queue" if paused else "resume_queue", queue=queue)
 
 
-def run_periodic(obj: PeriodicRequest, user=None) -> str:
+def run_periodic(obj: PeriodicRequest, user=None, *, actor: Actor | None = None) -> str:
     """Submit a periodic request's request once now; its due times stay as
     they were. It is a submission: `user` must be one who may submit
     (QueueError if not), whatever their permissions on periodic requests."""
@@ -200,10 +257,12 @@ def run_periodic(obj: PeriodicRequest, user=None) -> str:
         history.record(status, items_preview=history.preview(obj.item_list()), user=user)
     PeriodicRequest.objects.filter(pk=obj.pk).update(last_request_id=rid,
                                                      last_run_at=_from_ms(periodic.server_ms(client)))
+    audit.record(actor, "run_periodic", queue=obj.queue_id, request_id=rid, target=f"periodic {obj.name}",
+                 count=(status or {}).get("total"))
     return rid
 
 
-def set_periodic_enabled(obj: PeriodicRequest, enabled: bool) -> None:
+def set_periodic_enabled(obj: PeriodicRequest, enabled: bool, *, actor: Actor | None = None) -> None:
     """Pause (workers stop firing it within a tick) or resume (from its next due
     time: times passed while paused are not made up)."""
     before = obj.enabled
@@ -214,6 +273,8 @@ def set_periodic_enabled(obj: PeriodicRequest, enabled: bool) -> None:
     except Exception:
         obj.enabled = before
         raise
+    audit.record(actor, "resume_periodic" if enabled else "pause_periodic", queue=obj.queue_id,
+                 target=f"periodic {obj.name}")
 
 
 def _from_ms(ms):
