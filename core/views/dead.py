@@ -10,6 +10,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from queueadmin.core import operations, queries
+from queueadmin.core.audit import Actor
 from queueadmin.core.engine.client.queue_client import QueueError
 
 from .common import RID, act_required, confirm, page, selected_pairs, staff_required
@@ -84,7 +85,9 @@ def dead_action(request):
     done, errors = 0, []
     for rid, eids in by_rid.items():
         try:
-            done += operations.retry_dead(rid, eids) if action == "retry" else operations.discard(rid, eids)
+            who = Actor.dashboard(request.user)
+            done += (operations.retry_dead(rid, eids, actor=who) if action == "retry"
+                     else operations.discard(rid, eids, actor=who))
         except QueueError as exc:
             errors.append(str(exc))
     verb = "Sent back" if action == "retry" else "Discarded"

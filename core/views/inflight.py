@@ -9,6 +9,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from queueadmin.core import operations, queries
+from queueadmin.core.audit import Actor
 from queueadmin.core.engine.client.queue_client import QueueError
 
 from .common import act_required, confirm, page, selected_pairs, staff_required
@@ -67,7 +68,7 @@ def inflight_requeue(request):
                        fields=[("scope", scope), ("filter", filt)] + (
                            [("ids", f"{r}:{e}") for r, e in pairs] if scope != "stuck" else []),
                        back_url=back, section="inflight")
-    n = operations.requeue(pairs)
+    n = operations.requeue(pairs, actor=Actor.dashboard(request.user))
     messages.success(request, f"Requeued {n:,} item{'s' if n != 1 else ''}." if n else
                      "Nothing was requeued: those items finished meanwhile.")
     return redirect(back)
@@ -95,7 +96,7 @@ def inflight_stop(request):
                        action_url=reverse("queueadmin:inflight_stop"), fields=[("ids", f"{rid}:{entry}"), ("filter", filt)],
                        back_url=back, section="inflight")
     try:
-        stopped = operations.stop_item(rid, entry)
+        stopped = operations.stop_item(rid, entry, actor=Actor.dashboard(request.user))
     except QueueError as exc:
         messages.error(request, f"Cannot stop the item: {exc}.")
         return redirect(back)

@@ -12,6 +12,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from queueadmin.core import operations, queries
+from queueadmin.core.audit import Actor
 from queueadmin.core.webhooks import deliveries
 from queueadmin.core.engine.client.queue_client import QueueError
 from queueadmin.core.engine.config import MAX_CONCURRENCY
@@ -74,7 +75,7 @@ def request_bulk(request):
     done = failed = 0
     for rid in ids:
         try:
-            operations.cancel(rid)
+            operations.cancel(rid, actor=Actor.dashboard(request.user))
             done += 1
         except QueueError:
             failed += 1
@@ -158,7 +159,7 @@ def request_cancel(request, rid):
                        action_url=reverse("queueadmin:request_cancel", args=[rid]), fields=[],
                        back_url=reverse("queueadmin:request_detail", args=[rid]), section="requests")
     try:
-        operations.cancel(rid)
+        operations.cancel(rid, actor=Actor.dashboard(request.user))
         messages.success(request, "Request cancelled.")
     except QueueError as exc:
         messages.error(request, f"Cannot cancel: {exc}.")
@@ -173,7 +174,7 @@ def request_priority(request, rid):
     value = parse_int(request, request.POST.get("priority"), "Priority", 0, 99)
     if value is not None:
         try:
-            operations.set_priority(rid, value)
+            operations.set_priority(rid, value, actor=Actor.dashboard(request.user))
             messages.success(request, f"Priority set to {value}.")
         except QueueError as exc:
             messages.error(request, f"Cannot change the priority: {exc}.")
@@ -188,7 +189,7 @@ def request_concurrency(request, rid):
     value = parse_int(request, request.POST.get("concurrency"), "Concurrency limit", 1, MAX_CONCURRENCY)
     if value is not None:
         try:
-            operations.set_concurrency(rid, value)
+            operations.set_concurrency(rid, value, actor=Actor.dashboard(request.user))
             messages.success(request, f"Concurrency limit set to {value}.")
         except QueueError as exc:
             messages.error(request, f"Cannot change the concurrency limit: {exc}.")
@@ -201,7 +202,7 @@ def request_concurrency(request, rid):
 def request_retry(request, rid):
     check_rid(rid)
     try:
-        n = operations.retry_dead(rid)
+        n = operations.retry_dead(rid, actor=Actor.dashboard(request.user))
     except QueueError as exc:
         messages.error(request, f"Cannot retry: {exc}.")
     else:

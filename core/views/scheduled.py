@@ -10,6 +10,7 @@ import redis
 from django.http import Http404
 
 from queueadmin.core import operations, queries
+from queueadmin.core.audit import Actor
 from queueadmin.core.engine.client.queue_client import QueueError
 from queueadmin.core.models import PeriodicRequest
 from queueadmin.core.queries.scheduled import periodic as periodic_rows
@@ -56,13 +57,13 @@ def scheduled_action(request):
         return confirm(request, title="Run now" if action == "run" else "Cancel scheduled requests", count=n,
                        text=text, danger=action == "cancel", action_url=reverse("queueadmin:scheduled_action"),
                        fields=[("action", action)] + [("ids", i) for i in ids], back_url=back, section="scheduled")
-    done = 0
+    done, who = 0, Actor.dashboard(request.user)
     for rid in ids:
         try:
             if action == "run":
-                done += 1 if rid in where and operations.run_now(where[rid], rid) else 0
+                done += 1 if rid in where and operations.run_now(where[rid], rid, actor=who) else 0
             else:
-                operations.cancel(rid)
+                operations.cancel(rid, actor=who)
                 done += 1
         except QueueError:
             continue
@@ -85,10 +86,10 @@ def periodic_action(request, action: str, back: str):
         raise Http404("no such periodic request") from None
     try:
         if action == "periodic_run":
-            rid = operations.run_periodic(obj, request.user)
+            rid = operations.run_periodic(obj, request.user, actor=Actor.dashboard(request.user))
             messages.success(request, f"{obj.name}: submitted request {rid}.")
         else:
-            operations.set_periodic_enabled(obj, action == "periodic_resume")
+            operations.set_periodic_enabled(obj, action == "periodic_resume", actor=Actor.dashboard(request.user))
             messages.success(request, f"{obj.name} {'resumed' if obj.enabled else 'paused'}.")
     except (QueueError, ValueError) as exc:
         messages.error(request, f"{obj.name}: {exc}")

@@ -6,6 +6,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from queueadmin.core import operations, queries
+from queueadmin.core.audit import Actor
 
 from .common import act_required, page, staff_required
 
@@ -46,6 +47,6 @@ def queue_pause(request, name):
         messages.error(request, "Unknown queue.")
         return redirect(back)
     paused = request.POST.get("paused") == "1"
-    operations.set_paused(name, paused)
+    operations.set_paused(name, paused, actor=Actor.dashboard(request.user))
     messages.success(request, f"Queue {name} {'paused: workers take nothing new from it' if paused else 'resumed'}.")
     return redirect(request.POST.get("next") if request.POST.get("next") in (reverse("queueadmin:overview"), back) else back)
