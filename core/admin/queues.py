@@ -12,6 +12,8 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 
 from queueadmin.core import clients, operations
+from queueadmin.core.admin.audited import AuditedAdmin
+from queueadmin.core.audit import Actor
 from queueadmin.core.engine.client.queue_client import QueueError
 from queueadmin.core.engine.config import QueueConfig
 from queueadmin.core.engine.features import ratelimit
@@ -51,7 +53,7 @@ class QueueForm(forms.ModelForm):
 
 
 @admin.register(Queue)
-class QueueAdmin(admin.ModelAdmin):
+class QueueAdmin(AuditedAdmin):
     form = QueueForm
     list_display = ("name", "paused", "priority", "concurrency", "lease_seconds", "time_limit_seconds",
                     "rate_limit", "max_attempts", "retention_seconds", "waiting", "in_flight", "workers_see")
@@ -66,6 +68,9 @@ class QueueAdmin(admin.ModelAdmin):
                                              "backoff_seconds", "backoff_max_seconds", "unrunnable_seconds")}),
         ("Retention", {"fields": ("retention_seconds",)}),
     )
+
+    def audit_queue(self, obj) -> str:
+        return obj.name
 
     def get_readonly_fields(self, request, obj=None):
         return ("name",) if obj is not None else ()  # a renamed queue would strand its work
@@ -132,7 +137,8 @@ class QueueAdmin(admin.ModelAdmin):
         done, failed = [], []
         for queue in queryset:
             try:
-                operations.set_paused(queue.name, paused)  # the database follows Redis, or neither changes
+                # the database follows Redis, or neither changes
+                operations.set_paused(queue.name, paused, actor=Actor.admin(request.user))
             except redis.RedisError:
                 failed.append(queue.name)
                 continue

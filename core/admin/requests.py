@@ -11,6 +11,8 @@ from django.utils.html import format_html
 
 from queueadmin.core import operations
 from queueadmin.core import periodic as periodic_web
+from queueadmin.core.admin.audited import AuditedAdmin
+from queueadmin.core.audit import Actor
 from queueadmin.core.engine.client.queue_client import QueueError
 from queueadmin.core.models import PeriodicRequest, RequestRecord
 
@@ -50,7 +52,7 @@ class RequestRecordAdmin(admin.ModelAdmin):
 
 
 @admin.register(PeriodicRequest)
-class PeriodicRequestAdmin(admin.ModelAdmin):
+class PeriodicRequestAdmin(AuditedAdmin):
     """Saving publishes the schedule to Redis (core/periodic.py); workers read
     it there on their next tick. Next and last run are copied from Redis when
     the list is shown."""
@@ -69,6 +71,9 @@ class PeriodicRequestAdmin(admin.ModelAdmin):
         ("Request options", {"fields": ("priority", "concurrency", "time_limit_seconds")}),
         ("Runs", {"fields": ("last_run_at", "last_request_id", "next_run_at")}),
     )
+
+    def audit_queue(self, obj) -> str:
+        return obj.queue_id or ""
 
     def get_readonly_fields(self, request, obj=None):
         return self.readonly_fields + (("name",) if obj is not None else ())  # Redis knows it by name
@@ -103,7 +108,7 @@ class PeriodicRequestAdmin(admin.ModelAdmin):
         done = []
         for obj in queryset:
             try:
-                done.append(operations.run_periodic(obj, request.user))
+                done.append(operations.run_periodic(obj, request.user, actor=Actor.admin(request.user)))
             except (QueueError, ValueError, redis.RedisError) as exc:
                 messages.error(request, f"{obj.name}: {exc}")
         if done:
@@ -122,7 +127,7 @@ class PeriodicRequestAdmin(admin.ModelAdmin):
         for obj in queryset:
             try:
                 with transaction.atomic():  # the row follows Redis, or neither changes
-                    operations.set_periodic_enabled(obj, enabled)
+                    operations.set_periodic_enabled(obj, enabled, actor=Actor.admin(request.user))
             except (redis.RedisError, QueueError, ValueError):
                 failed.append(obj.name)
                 continue

@@ -13,7 +13,9 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 
-from queueadmin.core import auth
+from queueadmin.core import audit, auth
+from queueadmin.core.admin.audited import AuditedAdmin
+from queueadmin.core.audit import Actor
 from queueadmin.core.models import ApiToken
 
 
@@ -50,7 +52,7 @@ class ApiTokenForm(forms.ModelForm):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(AuditedAdmin):
     """Tokens: shown once, revoked at once (delete, or the revoke action).
     A non-superuser sees and issues only their own tokens."""
 
@@ -111,7 +113,12 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke selected API tokens (refused at once)", permissions=["change"])
     def revoke(self, request, queryset):
-        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        live = queryset.filter(revoked_at__isnull=True)
+        names = [str(token) for token in live.select_related("user")]  # named before: update() returns a count
+        count = live.update(revoked_at=timezone.now())
+        if count:
+            audit.record(Actor.admin(request.user), "admin_revoke", target=f"{count} API token(s)", count=count,
+                         detail={"model": "apitoken", "tokens": names[:100]})
         messages.success(request, f"Revoked {count} API token(s).")
 
     def save_model(self, request, obj, form, change):
