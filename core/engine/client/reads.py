@@ -9,6 +9,7 @@ from typing import Callable, Iterator
 from queueadmin.core.engine.client.dedup import split_key
 from queueadmin.core.engine.config import QueueConfig
 from queueadmin.core.engine.errors import QueueError
+from queueadmin.core.engine.features import latency
 from queueadmin.core.engine.states import TERMINAL  # noqa: F401 (read from here by the Django side too)
 from queueadmin.core.engine.store import Store
 
@@ -162,6 +163,7 @@ class Reads:
         rids = list(live)
         by_priority: dict[int, int] = {}
         in_flight = dead = scheduled = 0
+        since = []  # when each request with waiting items began to wait (latency.py)
         for rid, st in zip(rids, self.statuses(rids)):
             if not st:
                 continue
@@ -171,6 +173,7 @@ class Reads:
             waiting = max(0, st["total"] - st["done"] - st["failed"] - st["expired"] - st["in_flight"])
             if waiting:
                 by_priority[st["priority"]] = by_priority.get(st["priority"], 0) + waiting
+                since.append(latency.waiting_since(st["created_at"], st["not_before"]))
             in_flight += st["in_flight"]
             dead += st["dead"]
         return {
@@ -178,6 +181,7 @@ class Reads:
             "depth": sum(by_priority.values()), "depth_by_priority": dict(sorted(by_priority.items(), reverse=True)),
             "in_flight": in_flight, "scheduled": scheduled, "dead": dead,
             "tokens_waiting": self.redis.zcard(qk.tokens), "tokens_held": self.redis.hlen(qk.held),
+            "latency": latency.age(latency.oldest(since)), "oldest_waiting_at": latency.oldest(since),
         }
 
 

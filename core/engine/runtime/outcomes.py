@@ -25,7 +25,7 @@ from queueadmin.core.engine import events
 from queueadmin.core.engine.client.limits import encode, encode_value, oneline
 from queueadmin.core.engine.config import QueueConfig
 from queueadmin.core.engine.errors import QueueError
-from queueadmin.core.engine.features import stats
+from queueadmin.core.engine.features import history, stats
 from queueadmin.core.engine.runtime.item import Held, Item, Ran, record
 from queueadmin.core.engine.runtime.keeping import Keeping
 from queueadmin.core.engine.runtime.pace import Pace
@@ -36,6 +36,8 @@ from queueadmin.core.engine.store.trip import Trip
 log = logging.getLogger("queueadmin.worker")
 
 TEXT_CAP = 64 * 1024  # characters kept of an error or traceback (a log has its own cap: itemlog.py)
+# an outcome as the history counts it: failed or not; a cancelled attempt is neither (history.Point.observe)
+_FAILED = {"done": False, "retry": True, "dead": True}
 FIGURES_EVERY = 1.0  # seconds between sends of throughput and metrics figures while busy (a few commands each)
 
 
@@ -52,6 +54,7 @@ class Outcomes:
         self.finishing: dict[str, tuple[str, str]] = {}  # finished request -> (queue, de-dup key), to retire
         self.done: dict[str, list[int]] = {}  # queue -> [done, failed] since the last send
         self.stats: dict[str, dict] = {}  # queue -> figures for core.engine.stats since the last send
+        self.history = history.Recorder()  # the metrics history's points since the last send
         self.figures_due = 0.0  # when done and stats go out next (FIGURES_EVERY)
 
     def on_done(self, runs: list[Ran]) -> None:
@@ -152,8 +155,10 @@ class Outcomes:
         if outcome in stats.OUTCOMES:
             figures[stats.OUTCOMES[outcome]] += 1
         figures["run_times"].append(took)
-        if item.attempt == 1:
-            figures["waits"].append(item.started - stats.enqueued_at(item.entry))
+        wait = item.started - stats.enqueued_at(item.entry) if item.attempt == 1 else None
+        if wait is not None:
+            figures["waits"].append(wait)
+        self.history.observe(item.queue, item.processor, _FAILED.get(outcome), took, wait)
         level = logging.DEBUG if outcome == "done" else logging.WARNING
         if log.isEnabledFor(level):
             log.log(level, "item %s#%s %s in %.3fs%s", item.rid, item.index, outcome, took,
@@ -221,6 +226,7 @@ class Outcomes:
             trip.pipe.expire(tp, 3600)
         for q, batch in self.stats.items():
             stats.record(trip.pipe, self.keys, q, **batch)
+        self.history.put(self.store, trip, minute)
 
     def sent(self, figures: bool) -> None:
         """The round trip reached Redis: the acknowledged items are no longer
@@ -230,6 +236,7 @@ class Outcomes:
         self.acks, self.acked, self.finishing = {}, [], {}
         if figures:
             self.done, self.stats, self.figures_due = {}, {}, time.monotonic() + FIGURES_EVERY
+            self.history.clear()
 
     def acknowledged(self, acks: "Acks") -> list[str]:
         """Read the acknowledgements' answers: a request in its own slot that

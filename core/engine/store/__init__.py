@@ -5,13 +5,14 @@ and `Store`, the door through which the engine reaches them.
 A script is reached through its one typed call, grouped by the hash slot
 the script touches: `store.queue` (a queue's dispatch slot,
 queue_slot.py), `store.request` (one request's slot, request_slot.py),
-`store.periodic` and `store.webhooks`. Each call orders the script's KEYS
+`store.periodic`, `store.webhooks` and `store.history`. Each call orders the script's KEYS
 and ARGV and decodes its answer into named results; `store.trip()` starts a
 round trip on which calls (and plain commands) are queued and answered
 together (trip.py).
 """
 from __future__ import annotations
 
+from queueadmin.core.engine.store.history_slot import HistoryScripts
 from queueadmin.core.engine.store.keys import Keys
 from queueadmin.core.engine.store.periodic_slot import PeriodicScripts
 from queueadmin.core.engine.store.queue_slot import QueueScripts
@@ -32,12 +33,13 @@ class Store:
         self.request = RequestScripts(self.scripts, self.keys)
         self.periodic = PeriodicScripts(self.scripts, self.keys)
         self.webhooks = WebhookScripts(self.scripts, self.keys)
+        self.history = HistoryScripts(self.scripts, self.keys)
 
     def trip(self) -> Trip:
         """A new round trip (send it with `run`)."""
         return Trip(self.redis, self.scripts)
 
 
-SLOTS = (QueueScripts, RequestScripts, PeriodicScripts, WebhookScripts)  # where the typed calls are
+SLOTS = (QueueScripts, RequestScripts, PeriodicScripts, WebhookScripts, HistoryScripts)  # where the typed calls are
 
 __all__ = ["Store", "Trip", "Answer", "Keys", "Scripts", "ScriptError", "Code", "SLOTS"]

@@ -273,6 +273,14 @@ class Keys:
     def stats(self, queue: str) -> str:  # HASH item counters and histogram buckets, never expire (stats.py)
         return f"{self.prefix}:stats:{queue}"
 
+    # The metrics history (features/history.py): a series is "q:<queue>" or "p:<processor>"; its keys share
+    # the tag {h:<series>}, so the one script that writes them (history_add) touches one slot.
+    def history_minutes(self, series: str, hour: int) -> str:  # HASH minute of the hour -> point (expires)
+        return f"{self.prefix}:{{h:{series}}}:m:{hour}"
+
+    def history_hours(self, series: str, day: int) -> str:  # HASH hour of the day -> point (expires)
+        return f"{self.prefix}:{{h:{series}}}:h:{day}"
+
     def api_rate(self, token: str, window: int) -> str:  # STRING an API token's calls in one window (expires)
         return f"{self.prefix}:rate:{token}:{window}"
 

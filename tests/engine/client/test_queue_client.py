@@ -85,7 +85,7 @@ def test_every_script_call_stays_in_one_slot(qc, monkeypatch):
     qc.finalize(s.id)
     burst(qc, ["default", "q2"])
     for name in ("create", "add", "enqueue", "cycle", "take", "ack", "tick", "retire", "adjust",
-                 "retry", "unpark", "untake"):
+                 "retry", "unpark", "untake", "history_add"):
         assert name in seen, name
 
 

@@ -59,6 +59,7 @@ SAMPLES = {
                                                tokens=1, far=False, rate_spec="", trip=t),
     "extend_item": lambda s, t, n: s.request.extend_item("r1", "1-0", "w1", 1000, trip=t),
     "extend_token": lambda s, t, n: s.queue.extend_token("q", "r1#1", "w1", 1000, trip=t),
+    "history_add": lambda s, t, n: s.history.history_add("q:q", 29_000_000, "d=1", 60, 60, trip=t),
     "holders": lambda s, t, n: s.request.holders("r1", trip=t),
     "item": lambda s, t, n: s.request.item("r1", "1-0", trip=t),
     "periodic_claim": lambda s, t, n: s.periodic.periodic_claim(10, 1000, "tok", trip=t),
@@ -109,7 +110,7 @@ class Recording(Scripts):
 def test_each_typed_call_runs_its_own_script_with_the_key_count_its_file_name_says(r):
     store = Store(r)
     store.scripts = Recording(r)
-    for slot in (store.queue, store.request, store.periodic, store.webhooks):
+    for slot in (store.queue, store.request, store.periodic, store.webhooks, store.history):
         slot.scripts = store.scripts
     assert set(SAMPLES) == set(SCRIPTS)
     for name, call in SAMPLES.items():
