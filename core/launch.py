@@ -99,7 +99,9 @@ def serve(opts, make_worker: Callable[[int, int, Callable[[int], None]], object]
 
 
 def slot_name(opts, slot: int) -> str:
-    return f"{opts.name or 'slot'}{slot}" if opts.processes > 1 else opts.name
+    """A pool child's --name gets its slot number; without --name a worker is
+    named by its host and pid (Worker.name), the same on every page."""
+    return f"{opts.name}{slot}" if opts.processes > 1 and opts.name else opts.name
 
 
 def _reexec(recycled: int) -> None:

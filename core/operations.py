@@ -11,6 +11,7 @@ database in step (core/history.py) the same way, whoever asked for it.
   `discard` (dead letters), `run_now` (a scheduled request), `stop_item`,
   `requeue` (in-flight items; a dead holder is first recovered exactly as a
   live worker would: `recover_worker`).
+* Workers: `control_worker` (quiet or stop a worker process).
 * Queues: `set_paused`. Periodic requests: `run_periodic` (submits once now),
   `set_periodic_enabled` (pause, resume).
 
@@ -34,6 +35,7 @@ from queueadmin.core import audit, clients, conf, history, queries
 from queueadmin.core.audit import Actor
 from queueadmin.core.auth import can_act
 from queueadmin.core.engine.client.dedup import INTERNAL
+from queueadmin.core.engine.client.workers import COMMANDS as WORKER_COMMANDS, WorkerSteering
 from queueadmin.core.engine.errors import QueueError
 from queueadmin.core.engine.features import periodic
 from queueadmin.core.engine.runtime.registry import Registry
@@ -224,6 +226,23 @@ def requeue(pairs: list[tuple[str, str]], *, actor: Actor | None = None) -> int:
         if done:
             _audit_request(actor, "requeue", rid, eng.status(rid), count=done, detail=_entries(eids))
     return n
+
+
+# -- workers ------------------------------------------------------------------------------
+
+
+def control_worker(wid: str, command: str, *, actor: Actor | None = None) -> bool:
+    """Ask a live worker to go quiet (take nothing new, finish what it holds,
+    stay alive) or to stop (finish or hand back what it holds, then exit);
+    its heartbeat reads the ask within about a second (client/workers.py).
+    False when no live worker has that id; QueueError for another command."""
+    if command not in WORKER_COMMANDS:
+        raise QueueError(f"unknown worker command {command!r}: quiet or stop")
+    eng = clients.engine()
+    asked = WorkerSteering(eng.redis, eng.keys, dead_after=conf.get("DEAD_AFTER_SECONDS")).ask(wid, command)
+    if asked:
+        audit.record(actor, f"{command}_worker", target=f"worker {wid}")
+    return asked
 
 
 # -- queues and periodic requests -----------------------------------------------------------

@@ -26,6 +26,7 @@ from typing import Callable
 log = logging.getLogger("queueadmin.worker")
 
 RECYCLE = 3  # a child's exit code asking to be replaced (the worker exits with it; core/launch.py re-executes)
+STOPPED = 4  # a child stopped by an operator (client/workers.py): not replaced
 PR_SET_PDEATHSIG = 1
 
 
@@ -57,6 +58,8 @@ class Pool:
                 self.recycled[slot] += 1
                 log.info("worker process %s asked to be replaced; starting a fresh one (slot %s)", pid, slot)
                 self._spawn(slot)
+            elif code == STOPPED:
+                log.info("worker process %s stopped by an operator (slot %s is left empty)", pid, slot)
             elif self.stopping or (self.burst and code == 0):
                 if code > 0 and code != RECYCLE:  # a child ended by our own signal is a clean stop
                     status = status or code

@@ -15,6 +15,7 @@ from typing import Callable
 
 import redis
 
+from queueadmin.core.engine.client.workers import COMMANDS
 from queueadmin.core.engine.store.connection import RETRYABLE
 from queueadmin.core.engine.store.keys import Keys
 
@@ -57,9 +58,12 @@ class Registry:
         pipe = self.redis.pipeline(transaction=False)
         pipe.zrem(self.keys.workers, wid)
         pipe.delete(self.keys.worker(wid))
+        pipe.delete(self.keys.worker_control(wid))  # an ask it has done, or that came too late
         pipe.execute()
 
-    def beat(self, wid: str, fields: dict) -> None:
+    def beat(self, wid: str, fields: dict) -> str:
+        """Write the heartbeat; returns what an operator asked of this worker
+        ("quiet", "stop" or ""; client/workers.py), read in the same trip."""
         now = _ms()
         key = self.keys.worker(wid)
         pipe = self.redis.pipeline(transaction=False)
@@ -67,15 +71,21 @@ class Registry:
         pipe.hdel(key, "dead")  # back from a stall that made others think it dead
         pipe.persist(key)
         pipe.zadd(self.keys.workers, {wid: now})
-        pipe.execute()
+        pipe.get(self.keys.worker_control(wid))
+        asked = pipe.execute()[-1]
+        return asked if asked in COMMANDS else ""
 
-    def start_heartbeat(self, wid: str, snapshot: Callable[[], dict]) -> None:
+    def start_heartbeat(self, wid: str, snapshot: Callable[[], dict],
+                        on_beat: Callable[[str], None] = lambda asked: None) -> None:
+        """Beat every `heartbeat` seconds on a thread; `on_beat` hears what
+        was asked of the worker after each beat (and may update the process
+        title: at most once a beat)."""
         self._stop.clear()
 
         def run():
             while not self._stop.wait(self.heartbeat):
                 try:
-                    self.beat(wid, snapshot())
+                    on_beat(self.beat(wid, snapshot()))
                 except (*RETRYABLE, redis.RedisError) as exc:  # Redis trouble: the dispatcher says so
                     log.debug("heartbeat of %s failed: %s", wid, exc)
                 except Exception:  # anything else must not silence the heartbeat for good

@@ -45,11 +45,13 @@ from queueadmin.core.engine.runtime.keeping import Keeping
 from queueadmin.core.engine.runtime.leases import LeaseKeeper
 from queueadmin.core.engine.runtime.outcomes import Outcomes, rss_mb
 from queueadmin.core.engine.runtime.pace import Pace
-from queueadmin.core.engine.runtime.pool import RECYCLE  # exit code: replace this process (pool.py)
+from queueadmin.core.engine.runtime.pool import RECYCLE, STOPPED  # exit codes: replace, or not (pool.py)
 from queueadmin.core.engine.runtime.processors import Processors
 from queueadmin.core.engine.runtime.registry import Registry
 from queueadmin.core.engine.runtime.reporter import Reporter
 from queueadmin.core.engine.runtime.routing import Routing
+from queueadmin.core.engine.runtime.title import Title, worker_text
+from queueadmin.core.engine.client.workers import QUIET, STOP
 from queueadmin.core.engine.runtime.upkeep import Upkeep
 from queueadmin.core.engine.runtime.watchdog import Watchdog
 from queueadmin.core.engine.store.connection import RETRYABLE
@@ -92,7 +94,10 @@ class Worker:
         self.burst, self.install_signals = burst, install_signals
         self.host, self.pid = socket.gethostname(), os.getpid()
         self.id = f"{self.host}:{self.pid}:{os.urandom(2).hex()}"
-        self.name = name or self.id
+        self.name = name or f"{self.host}:{self.pid}"  # the name every page shows (queries/workers.py)
+        self.quiet = False  # asked to take nothing new (client/workers.py); stays until the process ends
+        self._quiet_since_trip = False  # its tokens, handoffs and `can` marks went back
+        self.title = Title()
         self.aging_ms = int(aging_seconds * 1000) if aging_seconds else 0
         self.max_items, self.max_memory_mb, self.recycled = max_items, max_memory_mb, recycled
         self.exit_now = exit_now  # ends the process from another thread (see emergency)
@@ -148,6 +153,9 @@ class Worker:
             while True:
                 try:
                     self._collect()
+                    if self.quiet and not (self._stop.is_set() or self._leaving):
+                        self._rest_quiet()
+                        continue
                     if self._stop.is_set() or self._leaving:
                         if self._wind_down():
                             reason = self._leaving or reason
@@ -176,6 +184,46 @@ class Worker:
         self._stop.set()
         self.keeping.close()
         self._wakeup.set()
+
+    def go_quiet(self) -> None:
+        """Take nothing new; finish what is held; stay alive (and visible as quiet)."""
+        if not self.quiet:
+            log.info("worker %s: quiet: taking nothing new, finishing held work", self.id)
+            self.quiet = True
+            self.keeping.close()
+        self._wakeup.set()
+
+    def stop_asked(self) -> None:
+        """An operator's stop: as a first SIGTERM, and the pool does not start
+        another process in its place (STOPPED)."""
+        if not self._stop.is_set():
+            log.info("worker %s: stop asked: finishing held work, then exiting", self.id)
+            self._exit_code = STOPPED
+        self.stop()
+
+    def _on_beat(self, asked: str) -> None:
+        """After each heartbeat (its thread): do what was asked; show the title."""
+        if asked == STOP:
+            self.stop_asked()
+        elif asked == QUIET:
+            self.go_quiet()
+        self.title.set(worker_text(self.name, self.queues, len(self.executor.running()), self.state()))
+
+    def state(self) -> str:
+        return "stopping" if self._stop.is_set() or self._leaving else "quiet" if self.quiet else ""
+
+    def _rest_quiet(self) -> None:
+        """Quiet: hand back tokens, handoffs and the `can` marks once, then
+        only finish what runs and keep up the shared chores."""
+        if not self._quiet_since_trip:
+            self._hand_back()
+            self.routing.unpublish_can()  # no handoffs come to it (routing.py)
+            self._quiet_since_trip = True
+        if self.claims.pending():
+            self.claims.flush()
+        self._upkeep(review=False)
+        self._wakeup.wait(BUSY_POLL if self.executor.busy() else IDLE_WAIT)
+        self._wakeup.clear()
 
     def replace(self, why: str) -> None:
         """Stop taking work; finish or hand back what is held; exit RECYCLE."""
@@ -230,7 +278,8 @@ class Worker:
                 if self._stop.is_set():
                     return
         itemlog.install()
-        self.registry.start_heartbeat(self.id, self._snapshot)
+        self.registry.start_heartbeat(self.id, self._snapshot, self._on_beat)
+        self._on_beat("")  # the title at once
         self.leases.start()
         self.watchdog.start()
         log.info("worker %s serving %s (%d threads, %d async tasks)", self.id, ",".join(self.queues),
@@ -335,7 +384,7 @@ class Worker:
 
     # -- upkeep ---------------------------------------------------------------
 
-    def _upkeep(self) -> None:
+    def _upkeep(self, review: bool = True) -> None:
         now = time.monotonic()
         if now < self._next_tick:
             return
@@ -346,7 +395,8 @@ class Worker:
         self.upkeep.sweep_chains()
         self.upkeep.recover_dead()
         self.claims.live_workers = max(1, self.registry.live_count())
-        self.routing.review()  # at most every REVIEW_EVERY (routing.py)
+        if review:  # a quiet worker no longer says what it can run
+            self.routing.review()  # at most every REVIEW_EVERY (routing.py)
 
     def _snapshot(self) -> dict:
         running = self.executor.running()
@@ -356,7 +406,7 @@ class Worker:
         return {"current": json.dumps(current), "processed": self.processed, "failed": self.failed,
                 "threads": self.executor.threads, "threads_busy": threads_busy,
                 "tasks": self.executor.tasks, "tasks_busy": len(running) - threads_busy,
-                "recycled": self.recycled, **self.abilities.registry_fields()}
+                "recycled": self.recycled, "state": self.state(), **self.abilities.registry_fields()}
 
 
 __all__ = ["Worker", "ItemContext", "Item", "RECYCLE", "transient"]
