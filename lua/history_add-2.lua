@@ -10,7 +10,8 @@
     KEYS[2] hours    HASH hour of the day (0..23) -> point text, one hash per series and day
     ARGV[1] the minute's field in KEYS[1]
     ARGV[2] the hour's field in KEYS[2]
-    ARGV[3] the delta: "name=count" pairs separated by spaces (d, f, s, r<i>, w<i>)
+    ARGV[3] the delta: "name=count" pairs separated by spaces (d, f, s, r<i>, w<i> are added; x, the
+            longest wait in ms, is kept at its largest)
     ARGV[4] seconds KEYS[1] is kept (its expiry, set again on each write)
     ARGV[5] seconds KEYS[2] is kept
 
@@ -23,7 +24,8 @@ local function add_to(counts, order, text)
       counts[name] = 0
       order[#order + 1] = name
     end
-    counts[name] = counts[name] + tonumber(n)
+    if name == 'x' then counts[name] = math.max(counts[name], tonumber(n))
+    else counts[name] = counts[name] + tonumber(n) end
   end
 end
 

@@ -5,11 +5,13 @@ dashboard can chart weeks of throughput, failures, waits and run times.
 A series is a queue ("q:<name>") or a processor ("p:<dotted name>"). A
 point is a compact text of counters (keys.history_minutes/history_hours):
 
-    d=<done> f=<failed> s=<run ms> r<i>=<n> ... w<i>=<n> ...
+    d=<done> f=<failed> s=<run ms> x=<longest wait ms> r<i>=<n> ... w<i>=<n> ...
 
 d and f count outcomes (f = attempts that raised: retried + dead-lettered,
 as stats.py counts them); s is the milliseconds items ran (busy time: s /
-60,000 is the average number in flight over a minute); r<i> and w<i> count
+60,000 is the average number in flight over a minute); x is the longest
+wait of the items that started (kept at its largest, not added: the chart
+of how old the oldest waiting item was); r<i> and w<i> count
 run times and waits in bucket i of stats.RUN_BUCKETS and stats.WAIT_BUCKETS
 (i = len(bounds) for the last, open bucket), so p50 and p95 of any span
 are read back by adding points. Only counters that are not zero are kept.
@@ -55,6 +57,7 @@ class Point:
     done: int = 0
     failed: int = 0
     run_ms: int = 0
+    max_wait_ms: int = 0
     run: list[int] = field(default_factory=lambda: [0] * (len(RUN_BUCKETS) + 1))
     wait: list[int] = field(default_factory=lambda: [0] * (len(WAIT_BUCKETS) + 1))
 
@@ -74,6 +77,8 @@ class Point:
             self.failed += n
         elif name == "s":
             self.run_ms += n
+        elif name == "x":
+            self.max_wait_ms = max(self.max_wait_ms, n)
         elif name in ("r", "w") and i:
             counts = self.run if name == "r" else self.wait
             if int(i) < len(counts):
@@ -83,6 +88,7 @@ class Point:
         self.done += other.done
         self.failed += other.failed
         self.run_ms += other.run_ms
+        self.max_wait_ms = max(self.max_wait_ms, other.max_wait_ms)
         self.run = [a + b for a, b in zip(self.run, other.run)]
         self.wait = [a + b for a, b in zip(self.wait, other.wait)]
 
@@ -97,10 +103,14 @@ class Point:
         self.run_ms += int(took * 1000)
         self.run[bisect.bisect_left(RUN_BUCKETS, took)] += 1
         if wait is not None:
-            self.wait[bisect.bisect_left(WAIT_BUCKETS, max(0.0, wait))] += 1
+            wait = max(0.0, wait)
+            self.wait[bisect.bisect_left(WAIT_BUCKETS, wait)] += 1
+            if wait * 1000 > self.max_wait_ms:
+                self.max_wait_ms = int(wait * 1000)
 
     def encode(self) -> str:
-        parts = [f"{name}={n}" for name, n in (("d", self.done), ("f", self.failed), ("s", self.run_ms)) if n]
+        parts = [f"{name}={n}" for name, n in (("d", self.done), ("f", self.failed), ("s", self.run_ms),
+                                                     ("x", self.max_wait_ms)) if n]
         parts += [f"r{i}={n}" for i, n in enumerate(self.run) if n]
         parts += [f"w{i}={n}" for i, n in enumerate(self.wait) if n]
         return " ".join(parts)

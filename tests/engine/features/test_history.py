@@ -86,6 +86,9 @@ def test_points_written_at_injected_times_land_in_their_minute_and_hour_and_add_
     history.write(store, "q:a", base + 62, point(done=5))
     minutes = history.read(r, store.keys, ["q:a"], base + 60, base + 63, 1)
     assert [(p.done, p.failed) for p in minutes] == [(0, 0), (6, 3), (5, 0), (0, 0)]
+    history.write(store, "q:a", base + 61, history.Point(max_wait_ms=900))
+    history.write(store, "q:a", base + 61, history.Point(max_wait_ms=400))
+    assert history.read(r, store.keys, ["q:a"], base + 61, base + 61, 1)[0].max_wait_ms == 900  # the largest
     hours = history.read(r, store.keys, ["q:a"], base, base + 1439, 60)
     assert len(hours) == 24 and (hours[1].done, hours[1].failed) == (11, 3)
     five = history.read(r, store.keys, ["q:a"], base + 60, base + 69, 5)
@@ -118,7 +121,7 @@ def test_percentiles_are_read_back_from_the_buckets():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from("dfsrwx"), st.integers(0, 30), st.integers(0, 10**9)), max_size=30))
+@given(st.lists(st.tuples(st.sampled_from("dfsrwxy"), st.integers(0, 30), st.integers(0, 10**9)), max_size=30))
 def test_any_point_text_parses_and_encodes_back_to_the_same_counters(pairs):
     text = " ".join(f"{n}{i if n in 'rw' else ''}={c}" for n, i, c in pairs)
     p = history.Point.parse(text)
