@@ -20,7 +20,7 @@ from ninja import NinjaAPI, Router
 from ninja.errors import ValidationError
 from ninja.openapi.docs import Swagger
 
-from . import errors, queues, requests
+from . import errors, queues, requests, steering
 from .parsing import JsonParser
 
 
@@ -62,6 +62,7 @@ errors.install(api)
 v1 = Router()
 requests.mount(v1)
 queues.mount(v1)
+steering.mount(v1)
 legacy = Router()
 requests.mount(legacy, legacy=True)
 queues.mount(legacy, legacy=True)

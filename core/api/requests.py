@@ -17,6 +17,7 @@ from django.http import HttpResponse, StreamingHttpResponse
 from ninja import Query, Router, Status
 
 from queueadmin.core import clients, operations
+from queueadmin.core.audit import Actor
 from queueadmin.core.webhooks import policy as webhooks
 from queueadmin.core.engine.client.queue_client import TERMINAL, QueueError
 from queueadmin.core.engine.client.limits import encode_value, utf8_size
@@ -252,19 +253,21 @@ async def _async_chunks(chunks):
 def cancel(request, rid: str):
     rid = _rid(rid)
     _steerable(rid)
-    return _after_change(request, rid, _steer(lambda: operations.cancel(rid)))
+    return _after_change(request, rid, _steer(lambda: operations.cancel(rid, actor=Actor.api(request.api_token))))
 
 
 def priority(request, rid: str, payload: PriorityIn):
     rid = _rid(rid)
     _steerable(rid)
-    return _after_change(request, rid, _steer(lambda: operations.set_priority(rid, payload.priority)))
+    return _after_change(request, rid, _steer(lambda: operations.set_priority(
+        rid, payload.priority, actor=Actor.api(request.api_token))))
 
 
 def concurrency(request, rid: str, payload: ConcurrencyIn):
     rid = _rid(rid)
     _steerable(rid)
-    return _after_change(request, rid, _steer(lambda: operations.set_concurrency(rid, payload.concurrency)))
+    return _after_change(request, rid, _steer(lambda: operations.set_concurrency(
+        rid, payload.concurrency, actor=Actor.api(request.api_token))))
 
 
 def _steer(operation) -> dict | None:
