@@ -35,6 +35,7 @@ urlpatterns = [
     path("scheduled/", scheduled.scheduled, name="scheduled"),
     path("scheduled/action/", scheduled.scheduled_action, name="scheduled_action"),
     path("workers/", workers.workers, name="workers"),
+    path("workers/control/", workers.worker_control, name="worker_control"),
     path("queues/", workers.queues, name="queues"),
     path("queues/<str:name>/pause/", workers.queue_pause, name="queue_pause"),
     path("ws/live/", live.websocket_only, name="live"),  # the live pages' WebSocket (queueadmin.asgi)

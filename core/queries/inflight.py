@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import time
 
+import redis as redis_lib
+
 from queueadmin.core.engine.client.queue_client import TERMINAL
+from queueadmin.core.engine.errors import QueueError
 
 from .base import (STUCK_GRACE_MS, Page, _bulk_meta, _float_or, _int, _loads, _payload, client, keys, now_ms,
                    queue_names, rdb)
@@ -210,3 +213,13 @@ def inflight_pairs(queue: str | None = None) -> list[tuple[str, str]]:
         return []
     rows = inflight_page(queue, stuck_only=True, page=1, size=max(1, first["pg"].total))["rows"]
     return [(row["request"], row["entry"]) for row in rows if row["stuck"]]
+
+
+def item_label(rid: str, entry: str) -> str:
+    """What people know an item by: `#<index>` (its stream id when it is gone)."""
+    try:
+        item = client().item(rid, entry)
+    except (QueueError, redis_lib.RedisError):  # a label must not break a page: the id says the same
+        item = None
+    index = (item or {}).get("index")
+    return f"#{index}" if index not in (None, "") else entry

@@ -3,7 +3,8 @@
 A worker's hash (`Keys.worker(wid)`, written by its heartbeat) carries
 `current`, a JSON list of the items it runs ({request, entry, index, started,
 limit, kind}), its slots (`threads`/`threads_busy`, `tasks`/`tasks_busy`),
-`recycled` (how many processes ran in its slot before) and its counts. Older
+`recycled` (how many processes ran in its slot before), `state` (quiet or
+stopping, as an operator asked: client/workers.py) and its counts. Older
 workers write fewer fields: what is missing reads as unknown, never as an
 error.
 """
@@ -93,7 +94,12 @@ def workers(include_recovered: bool = False) -> list[dict]:
         dead = info.get("dead") == "1" or beat < cutoff or bool(gone)
         raw = _loads(info.get("current"), [])
         current = [c for c in (running_item(c, wall) for c in (raw if isinstance(raw, list) else [])) if c]
-        out.append({"id": wid, "name": info.get("name") or wid, "host": info.get("host", ""), "pid": pid,
+        label = short_id(wid)
+        given = info.get("name") or ""
+        out.append({"id": wid, "name": given or wid, "label": label,
+                    "given": given if given not in (wid, label) else "",
+                    "state": info.get("state", "") if info.get("state") in ("quiet", "stopping") and not dead else "",
+                    "host": info.get("host", ""), "pid": pid,
                     "started": _int(info.get("started")) / 1000, "heartbeat": beat / 1000,
                     "queues": [q for q in (info.get("queues") or "").split(",") if q],
                     "current": current if not dead else [], "processed": _int(info.get("processed")),
@@ -104,6 +110,14 @@ def workers(include_recovered: bool = False) -> list[dict]:
                     "heartbeat_age": max(0.0, (now - beat) / 1000)})
     out.sort(key=lambda w: (w["dead"], -w["started"]))
     return out
+
+
+def short_id(wid: str) -> str:
+    """The name every page shows for a worker: `host:pid` (its id without the
+    random tail that tells apart a pid reused on a host); a --name given to
+    the worker is shown beside it on the workers page."""
+    parts = str(wid or "").split(":")
+    return ":".join(parts[:2]) if len(parts) >= 3 else str(wid or "")
 
 
 def runs(live: dict, wid: str, eid: str) -> dict | None:

@@ -11,6 +11,8 @@ from django import template
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
+from queueadmin.core.queries.workers import short_id
+
 register = template.Library()
 
 
@@ -209,11 +211,9 @@ def _bounded(value, depth: int, budget: list[int]):
 
 @register.filter
 def short_worker(wid):
-    """host:pid:rand -> host:pid (full id in a title attribute)."""
-    if not wid:
-        return "—"
-    parts = str(wid).split(":")
-    return ":".join(parts[:2]) if len(parts) >= 3 else wid
+    """host:pid:rand -> host:pid, the name every page shows (queries/workers.py
+    short_id; the full id in a title attribute)."""
+    return short_id(wid) if wid else "—"
 
 
 @register.simple_tag

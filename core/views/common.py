@@ -94,10 +94,11 @@ def page(request, template: str, context: dict, section: str, status: int = 200)
     return render(request, template, ctx, status=status)
 
 
-def confirm(request, *, title: str, text: str, count: int, action_url: str, fields: list[tuple[str, str]],
+def confirm(request, *, title: str, text: str, count: int | None, action_url: str, fields: list[tuple[str, str]],
             back_url: str, danger: bool = False, section: str = ""):
-    """The confirmation step of a bulk action: states how many items it will
-    touch and re-posts the same fields with confirm=1."""
+    """The confirmation step of an action: states how many items it will
+    touch (count None: one thing, named in `text`, and no number shown) and
+    re-posts the same fields with confirm=1."""
     ctx = {"title": title, "text": text, "count": count, "action_url": action_url, "fields": fields,
            "back_url": back_url, "danger": danger}
     if getattr(request, "htmx", False):

@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 from queueadmin.core import operations, queries
 from queueadmin.core.audit import Actor
 from queueadmin.core.engine.client.queue_client import QueueError
+from queueadmin.core.queries.inflight import item_label
 
 from .common import act_required, confirm, page, selected_pairs, staff_required
 
@@ -88,9 +89,10 @@ def inflight_stop(request):
         messages.info(request, "Nothing to stop.")
         return redirect(back)
     rid, entry = pairs[0]
+    label = item_label(rid, entry)
     if request.POST.get("confirm") != "1":
-        return confirm(request, title="Stop item", count=1, danger=True,
-                       text=f"Stop item {entry} of request {rid}? Its worker stops it within a few seconds; the "
+        return confirm(request, title="Stop item", count=None, danger=True,
+                       text=f"Stop item {label} of request {rid}? Its worker stops it within a few seconds; the "
                             f"attempt is recorded as failed (stopped by an operator) and retried if the queue's "
                             f"policy allows.",
                        action_url=reverse("queueadmin:inflight_stop"), fields=[("ids", f"{rid}:{entry}"), ("filter", filt)],
@@ -101,7 +103,7 @@ def inflight_stop(request):
         messages.error(request, f"Cannot stop the item: {exc}.")
         return redirect(back)
     if stopped:
-        messages.success(request, f"Stopping item {entry} of {rid}: its worker stops it within a few seconds.")
+        messages.success(request, f"Stopping item {label} of {rid}: its worker stops it within a few seconds.")
     else:
         messages.info(request, "Nothing to stop: that item is not running any more.")
     return redirect(back)
