@@ -114,6 +114,29 @@ class AuditEntry(models.Model):
     def __str__(self):
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.who} {self.action}"
 
+    @property
+    def label(self) -> str:
+        return self.action.replace("_", " ")
+
+    @property
+    def summary(self) -> str:
+        """The detail in a few words, for the Activity page."""
+        d = self.detail if isinstance(self.detail, dict) else {}
+        if "from" in d and "to" in d:
+            return f"{d['from'] if d['from'] is not None else '?'} → {d['to']}"
+        if isinstance(d.get("entries"), list):
+            return f"{len(d['entries'])} chosen item(s)"
+        if d.get("entries") == "all":
+            return "all of the request's"
+        changes = d.get("changes")
+        if isinstance(changes, list) and changes:
+            fields = [f for change in changes if isinstance(change, dict)
+                      for part in change.values() if isinstance(part, dict) for f in part.get("fields", [])]
+            return "changed " + ", ".join(fields) if fields else ""
+        if d.get("reason"):
+            return str(d["reason"])[:200]
+        return ""
+
     def save(self, *args, **kwargs):
         if self.pk is not None and not self._state.adding:
             raise ValueError("audit entries are never changed")

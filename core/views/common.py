@@ -29,6 +29,7 @@ NAV = [
     ("scheduled", "Scheduled"),
     ("workers", "Workers"),
     ("queues", "Queues"),
+    ("activity", "Activity"),
 ]
 
 

@@ -1,0 +1,30 @@
+"""The audit log's reads (core/audit.py): the Activity page's filtered,
+paged list and the entries that touched one request. The database only;
+entries are never changed here or anywhere."""
+from __future__ import annotations
+
+from django.db.models import QuerySet
+
+from queueadmin.core.audit import AuditEntry
+
+from .base import Page
+
+REQUEST_PAGE_ENTRIES = 20  # the request page shows the newest; the Activity page has them all
+
+
+def actions() -> list[str]:
+    """The action names recorded so far, for the filter (one indexed query)."""
+    return sorted(AuditEntry.objects.order_by().values_list("action", flat=True).distinct())
+
+
+def entries_page(qs: QuerySet, page, size: int = 50) -> tuple[Page, list[AuditEntry]]:
+    """One page of `qs` (already filtered), newest first."""
+    pg = Page.of(page, qs.count(), size)
+    return pg, list(qs.order_by("-at", "-id")[pg.start:pg.stop])
+
+
+def for_request(rid: str, limit: int = REQUEST_PAGE_ENTRIES) -> tuple[list[AuditEntry], int]:
+    """The newest entries about request `rid`, and how many there are in all."""
+    qs = AuditEntry.objects.filter(request_id=rid)
+    rows = list(qs.order_by("-at", "-id")[:limit])
+    return rows, (len(rows) if len(rows) < limit else qs.count())
