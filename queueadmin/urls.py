@@ -11,6 +11,7 @@ from queueadmin.core import health, metrics
 from queueadmin.core.api import app
 from queueadmin.core.views import dead, inflight, overview, requests, scheduled, submit, workers
 from queueadmin.core.live import routing as live
+from queueadmin.core.views import queue_page  # a queue's page and the history charts (issue 22)
 from queueadmin.core.views import activity  # the audit log (issue 22)
 
 app_name = "queueadmin"
@@ -39,6 +40,9 @@ urlpatterns = [
     path("workers/control/", workers.worker_control, name="worker_control"),
     path("queues/", workers.queues, name="queues"),
     path("queues/<str:name>/pause/", workers.queue_pause, name="queue_pause"),
+    path("queues/<str:name>/", queue_page.queue_detail, name="queue_detail"),
+    path("queues/<str:name>/charts/", queue_page.queue_charts, name="queue_charts"),
+    path("charts/", queue_page.overview_charts, name="charts"),
     path("activity/", activity.activity_list, name="activity"),
     path("ws/live/", live.websocket_only, name="live"),  # the live pages' WebSocket (queueadmin.asgi)
     # the JSON API: /api/v1/..., today's /api/..., /api/openapi.json, /api/docs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from queueadmin.core.engine.features import ratelimit
+from queueadmin.core.engine.features import latency, ratelimit
 from queueadmin.core.engine.client.queue_client import TERMINAL
 from queueadmin.core.models import RequestRecord
 
@@ -16,12 +16,36 @@ THROUGHPUT_MINUTES = 15
 
 
 OVERVIEW_FIELDS = ("total", "done", "failed", "priority", "state", "discarded")
+# read with them for the queue's latency (the age of the oldest waiting item: engine/features/latency.py)
+SINCE_FIELDS = ("created_at", "not_before")
 
 
-def _queue_counters(queue: str) -> list:
+def _queue_counters(queue: str) -> tuple[list, list]:
     """Flat [total, done, failed, priority, state, discarded, ...] of every live request of
-    a queue: one SORT with GETs (no per-request round trips)."""
-    return [v for _, values in live_meta(queue, OVERVIEW_FIELDS) for v in values]
+    a queue, and its (id, created_at, not_before) each: one SORT with GETs (no per-request round trips)."""
+    rows = live_meta(queue, OVERVIEW_FIELDS + SINCE_FIELDS)
+    width = len(OVERVIEW_FIELDS)
+    return [v for _, values in rows for v in values[:width]], [(rid, *values[width:]) for rid, values in rows]
+
+
+def _oldest_waiting(flat: list, since: list, held_tokens: list[str]) -> float | None:
+    """When the oldest item still waiting (not finished, not in flight, not scheduled) began to wait."""
+    held: dict[str, int] = {}
+    for t in held_tokens:
+        rid = t.rpartition("#")[0]
+        held[rid] = held.get(rid, 0) + 1
+    starts = []
+    for (rid, created, not_before), total, done, failed, state in zip(since, flat[0::6], flat[1::6], flat[2::6],
+                                                                     flat[4::6]):
+        if state in (None, "scheduled") or state in TERMINAL:
+            continue
+        if int(total or 0) - int(done or 0) - int(failed or 0) - held.get(rid, 0) > 0:
+            starts.append(latency.waiting_since(_ms(created), _ms(not_before)))
+    return latency.oldest(starts)
+
+
+def _ms(value) -> float | None:
+    return int(value) / 1000 if value else None
 
 
 def queue_overview(name: str, held_tokens: list[str], config: dict) -> dict:
@@ -30,7 +54,7 @@ def queue_overview(name: str, held_tokens: list[str], config: dict) -> dict:
     = their failed count minus the discarded ones."""
     r, k = rdb(), keys()
     qk = k.queue(name)
-    flat = _queue_counters(name)
+    flat, since = _queue_counters(name)
     by_priority: dict[int, int] = {}
     scheduled = failed_live = running = queued = sched_requests = 0
     terminal = set(TERMINAL)
@@ -76,6 +100,7 @@ def queue_overview(name: str, held_tokens: list[str], config: dict) -> dict:
         "in_flight": in_flight,
         "scheduled": scheduled,
         "dead": failed_live,
+        "latency": latency.age(_oldest_waiting(flat, since, held_tokens)),
     }
 
 
