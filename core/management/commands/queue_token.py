@@ -6,6 +6,7 @@ alone goes to stdout (for scripts); the notice goes to stderr. Scopes never
 go beyond the user's own permissions (core.auth.grant_error); without
 --scopes the token gets what the user's permissions back of read, submit and
 steer. `metrics` may go to any account (a scraper needs no staff rights).
+Each token issued is recorded in the audit log (core/audit.py).
 """
 import re
 from datetime import timedelta
@@ -15,7 +16,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 from django.utils import timezone
 
-from queueadmin.core import auth
+from queueadmin.core import audit, auth
+from queueadmin.core.audit import Actor
 from queueadmin.core.models import ApiToken
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -67,6 +69,8 @@ class Command(BaseCommand):
             if problem:
                 raise CommandError(problem)
             token, key = ApiToken.issue(user, name, wanted, expires_at)
+            audit.record(Actor.command("queue_token"), "issue_token", target=f"API token {token}",
+                         detail={"name": name, "scopes": list(wanted), "expires_at": expires_at})
         except User.DoesNotExist:
             raise CommandError(f"unknown user {username!r}") from None
         except DatabaseError as exc:
