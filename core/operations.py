@@ -12,6 +12,8 @@ database in step (core/history.py) the same way, whoever asked for it.
   `requeue` (in-flight items; a dead holder is first recovered exactly as a
   live worker would: `recover_worker`).
 * Workers: `control_worker` (quiet or stop a worker process).
+* Bulk by filter: `bulk_dead` (retry or discard the dead letters a filter
+  matches), `bulk_cancel`, `bulk_requeue`, `clear_queue`; `bulk_progress`.
 * Queues: `set_paused`. Periodic requests: `run_periodic` (submits once now),
   `set_periodic_enabled` (pause, resume).
 
@@ -31,10 +33,11 @@ from datetime import datetime, timezone
 
 from django.db import transaction
 
-from queueadmin.core import audit, clients, conf, history, queries
+from queueadmin.core import audit, bulkjobs, clients, conf, history, queries
 from queueadmin.core.audit import Actor
 from queueadmin.core.auth import can_act
 from queueadmin.core.engine.client.dedup import INTERNAL
+from queueadmin.core.engine.client.deadscan import DeadFilter
 from queueadmin.core.engine.client.workers import COMMANDS as WORKER_COMMANDS, WorkerSteering
 from queueadmin.core.engine.errors import QueueError
 from queueadmin.core.engine.features import periodic
@@ -298,3 +301,93 @@ def set_periodic_enabled(obj: PeriodicRequest, enabled: bool, *, actor: Actor | 
 
 def _from_ms(ms):
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc) if ms else None
+
+
+# -- bulk by filter: jobs of bounded batches, progress in Redis (core/bulkjobs.py) ---------------------
+
+
+def bulk_dead(action: str, flt: DeadFilter, request: str | None = None, *, actor: Actor | None = None) -> str:
+    """Retry or discard every dead letter `flt` matches (of one request, or
+    all): a bulk job, started at once; returns its id."""
+    expected, exact, rids = queries.dead_match(flt, request)
+    jid = bulkjobs.jobs().create("dead", action, rids, flt=flt, expected=expected, exact=exact,
+                                 actor=bulkjobs.actor_text(actor), label=f"{action} dead letters")
+    return _started(jid, actor, f"bulk_{action}_dead", flt.queue, expected, {"filter": flt.to_json()})
+
+
+def bulk_cancel(rids: list[str], *, label: str = "", actor: Actor | None = None) -> str:
+    """Cancel every request of `rids` (a filter's matches), as a bulk job."""
+    jid = bulkjobs.jobs().create("requests", "cancel", rids, expected=len(rids), actor=bulkjobs.actor_text(actor),
+                                 label=label or "cancel requests")
+    return _started(jid, actor, "bulk_cancel", "", len(rids), {"filter": label})
+
+
+def bulk_requeue(pairs: list[tuple[str, str]], *, label: str = "", actor: Actor | None = None) -> str:
+    """Requeue every in-flight item of `pairs` (a filter's matches), as a bulk job."""
+    jid = bulkjobs.jobs().create("inflight", "requeue", (f"{r}:{e}" for r, e in pairs), expected=len(pairs),
+                                 actor=bulkjobs.actor_text(actor), label=label or "requeue items")
+    return _started(jid, actor, "bulk_requeue", "", len(pairs), {"filter": label})
+
+
+def clear_queue(queue: str, *, actor: Actor | None = None) -> str:
+    """Cancel every live request of `queue` (its waiting items never run), as a bulk job."""
+    rids, waiting = queries.clear_targets(queue)
+    jid = bulkjobs.jobs().create("clear", "cancel", rids, expected=waiting, actor=bulkjobs.actor_text(actor),
+                                 label=f"clear queue {queue}")
+    return _started(jid, actor, "clear_queue", queue, waiting, {"requests": len(rids)})
+
+
+def bulk_progress(jid: str) -> dict | None:
+    """A bulk job's state and counts; a job whose runner is gone runs on here."""
+    bulkjobs.resume_if_stale(jid, BULK_ACTS)
+    return bulkjobs.jobs().get(jid)
+
+
+def _started(jid: str, actor, action: str, queue: str, expected: int, detail: dict) -> str:
+    """Audit the job and start it: one batch's worth at once (the answer shows
+    its result), more on a background thread (the page shows its progress)."""
+    audit.record(actor, action, queue=queue, target=f"bulk job {jid}", count=expected, detail=detail)
+    bulkjobs.start(jid, BULK_ACTS, wait=expected <= bulkjobs.INLINE)
+    return jid
+
+
+def _by_request(pairs: list[str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = defaultdict(list)
+    for pair in pairs:
+        rid, _, eid = pair.partition(":")
+        out[rid].append(eid)
+    return out
+
+
+def _each(pairs: list[str], actor, op) -> tuple[int, int]:
+    """(done, skipped) of `op(rid, entry ids, actor=...)` per request; a request
+    that finished or went meanwhile is skipped, not an error of the job."""
+    done = 0
+    for rid, eids in _by_request(pairs).items():
+        try:
+            done += op(rid, eids, actor=actor)
+        except QueueError:
+            continue
+    return done, len(pairs) - done
+
+
+def _cancel_each(rids: list[str], actor) -> tuple[int, int]:
+    done = 0
+    for rid in rids:
+        try:
+            cancel(rid, actor=actor)
+            done += 1
+        except QueueError:  # finished meanwhile
+            continue
+    return done, len(rids) - done
+
+
+def _requeue_all(pairs: list[str], actor) -> tuple[int, int]:
+    n = requeue([tuple(p.partition(":")[::2]) for p in pairs], actor=actor)
+    return n, len(pairs) - n
+
+
+BULK_ACTS = {("dead", "retry"): lambda pairs, actor: _each(pairs, actor, retry_dead),
+             ("dead", "discard"): lambda pairs, actor: _each(pairs, actor, discard),
+             ("requests", "cancel"): _cancel_each, ("clear", "cancel"): _cancel_each,
+             ("inflight", "requeue"): _requeue_all}

@@ -11,6 +11,7 @@ from queueadmin.core import health, metrics
 from queueadmin.core.api import app
 from queueadmin.core.views import dead, inflight, overview, requests, scheduled, submit, workers
 from queueadmin.core.live import routing as live
+from queueadmin.core.views import bulk as bulk_views, clear as clear_views  # bulk jobs by filter (issue 22)
 from queueadmin.core.views import queue_page  # a queue's page and the history charts (issue 22)
 from queueadmin.core.views import activity  # the audit log (issue 22)
 
@@ -34,12 +35,14 @@ urlpatterns = [
     path("inflight/stop/", inflight.inflight_stop, name="inflight_stop"),
     path("dead/", dead.dead, name="dead"),
     path("dead/action/", dead.dead_action, name="dead_action"),
+    path("bulk/<str:jid>/", bulk_views.bulk_progress, name="bulk_progress"),
     path("scheduled/", scheduled.scheduled, name="scheduled"),
     path("scheduled/action/", scheduled.scheduled_action, name="scheduled_action"),
     path("workers/", workers.workers, name="workers"),
     path("workers/control/", workers.worker_control, name="worker_control"),
     path("queues/", workers.queues, name="queues"),
     path("queues/<str:name>/pause/", workers.queue_pause, name="queue_pause"),
+    path("queues/<str:name>/clear/", clear_views.queue_clear, name="queue_clear"),
     path("queues/<str:name>/", queue_page.queue_detail, name="queue_detail"),
     path("queues/<str:name>/charts/", queue_page.queue_charts, name="queue_charts"),
     path("charts/", queue_page.overview_charts, name="charts"),

@@ -16,7 +16,9 @@ No Django views or templates here; the database is read only for history
 from queueadmin.core.engine.client.queue_client import parse_status
 
 from .base import Page, now_ms, queue_names
+from .bulk import clear_targets, job_view
 from .dead import dead_page, dead_pairs
+from .dead import dead_search, match_count as dead_match
 from .inflight import inflight_page, inflight_pairs
 from .overview import THROUGHPUT_MINUTES, overview, queue_overview, queues_detail
 from .requests import LIVE_STATES, entry_cursor, overlay, request_items, request_view, results_iter, status, with_rates
@@ -25,4 +27,4 @@ from .workers import workers
 
 __all__ = ["Page", "overview", "queue_overview", "queues_detail", "request_view", "request_items", "entry_cursor",
            "results_iter", "status", "with_rates", "inflight_page", "inflight_pairs", "dead_page", "dead_pairs", "scheduled",
-           "workers", "overlay", "queue_names", "parse_status", "now_ms", "LIVE_STATES", "THROUGHPUT_MINUTES"]
+           "workers", "overlay", "dead_search", "dead_match", "clear_targets", "job_view", "queue_names", "parse_status", "now_ms", "LIVE_STATES", "THROUGHPUT_MINUTES"]

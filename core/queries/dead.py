@@ -15,12 +15,15 @@ Redis (from the database's history, newest 2,000).
 """
 from __future__ import annotations
 
+from queueadmin.core.engine.client.deadscan import DeadFilter, DeadScan
 from queueadmin.core.models import RequestRecord
 
 from .base import Page, _int, _loads, _payload, client, keys, live_meta, queue_names, rdb
 
 LEGACY_SCORE = 10**11  # scores above this are times in ms (before dead letters were scored by index)
 HISTORY_CANDIDATES = 2000
+SEARCH_BUDGET = 5000  # dead letters a search page looks at, at most ("N+ match" beyond)
+COUNT_BUDGET = 20000  # dead letters looked at to state N in a bulk action's confirmation
 
 
 def _live_failed(queue: str) -> list[str]:
@@ -80,10 +83,11 @@ def _window(counts: list[tuple[str, int]], start: int, stop: int) -> list[tuple[
     return out
 
 
-def dead_page(queue: str | None = None, request: str | None = None, page=1, size: int = 50) -> dict:
+def dead_page(queue: str | None = None, request: str | None = None, page=1, size: int = 50,
+              processor: str = "") -> dict:
     """One page of dead letters: {"rows", "pg", "count"}."""
     found = candidates(queue, request)
-    counts = _counted(found) if found else []
+    counts = _scan().narrow(list(found), DeadFilter(processor=processor)) if found else []
     pg = Page.of(page, sum(n for _, n in counts), size)
     window = _window(counts, pg.start, pg.stop) if pg.total else []
     rows = _rows(window, found)
@@ -130,3 +134,63 @@ def dead_pairs(queue: str | None = None, request: str | None = None) -> list[tup
     for rid in rids:
         pipe.zrange(keys().request(rid).dead, 0, -1)
     return [(rid, eid) for rid, eids in zip(rids, pipe.execute()) for eid in eids]
+
+
+# -- search by error text and time: a bounded walk with a cursor (engine/client/deadscan.py) ----------
+
+
+def _scan() -> DeadScan:
+    eng = client()
+    return DeadScan(eng.store, eng.reads)
+
+
+def matching_requests(flt: DeadFilter, request: str | None = None) -> tuple[dict[str, str], list[tuple[str, int]]]:
+    """The candidate requests (id -> queue) and, of them, those with dead
+    letters of the filter's processor: (request, letters), newest first."""
+    found = candidates(flt.queue or None, request)
+    return found, (_scan().narrow(list(found), flt) if found else [])
+
+
+def dead_search(flt: DeadFilter, request: str | None = None, cursor: str | None = None, size: int = 50) -> dict:
+    """One page of the dead letters matching `flt` from `cursor`: {"rows",
+    "count", "exact", "next", "looked"}. The count is of the letters looked
+    at (at most SEARCH_BUDGET): exact when the walk reached the end."""
+    found, counted = matching_requests(flt, request)
+    got = _scan().scan([rid for rid, _ in counted], flt, cursor, budget=SEARCH_BUDGET, keep=size)
+    meta = _metas({x.request for x in got.letters})
+    items = client().items_at([(x.request, x.entry) for x in got.letters]) if got.letters else []
+    rows = [_row(x.request, x.entry, x.score, *meta.get(x.request, ("", "")), x.index, x.record, found)
+            for x in got.letters]
+    for row, item in zip(rows, items):
+        row["payload"] = _payload(item["payload"]) if item else None
+    return {"rows": rows, "count": got.matched, "exact": got.stopped_at is None, "next": got.next,
+            "looked": got.looked}
+
+
+def match_count(flt: DeadFilter, request: str | None = None, budget: int = COUNT_BUDGET) -> tuple[int, bool, list]:
+    """(how many match, whether that is exact, the candidate request ids) for
+    a bulk action's confirmation: a sum of counts when no record is read,
+    else a walk of at most `budget` letters."""
+    _, counted = matching_requests(flt, request)
+    rids = [rid for rid, _ in counted]
+    if not flt.reads_records:
+        return sum(n for _, n in counted), True, rids
+    got = _scan().scan(rids, flt, budget=budget, keep=0, full=False)
+    return got.matched, got.stopped_at is None, rids
+
+
+def _metas(rids) -> dict[str, tuple[str, str]]:
+    rids = sorted(rids)
+    pipe = rdb().pipeline(transaction=False)
+    for rid in rids:
+        pipe.hmget(keys().request(rid).meta, "processor", "state")
+    return {rid: (p or "", st or "") for rid, (p, st) in zip(rids, pipe.execute())}
+
+
+def _row(rid, eid, score, processor, state, index, rec, found) -> dict:
+    """A dead letter as the page and the API show it (payload read separately)."""
+    dead_at = score / 1000 if score > LEGACY_SCORE else rec.get("finished_at")
+    return {"request": rid, "queue": found.get(rid, ""), "processor": processor, "request_state": state,
+            "entry": eid, "index": index, "payload": None, "dead_at": dead_at,
+            "error": rec.get("error") or "", "traceback": rec.get("traceback") or "",
+            "attempts": rec.get("attempts"), "worker": rec.get("worker", "")}
