@@ -2,15 +2,15 @@
   Recording outcomes of items of the request at R[1..5] (_request.lua): the
   body of ack-5, and of ack_lean, which records the outcomes of many
   one-item requests of one queue's slot in one call. The outcomes are
-  A[first..last], in fives (see ack-5); the answer is ack-5's. `lean` is
+  A[first..last], in sixes (see ack-5); the answer is ack-5's. `lean` is
   true when the caller knows the request is lean (ack_lean), else nil.
 ]]
 local function ack_request(worker, retention, channel, A, first, last, lean)
   local now = now_ms()
   local counted, done, failed = 0, 0, 0
   if lean == nil then lean = redis.call('HGET', R[1], 'lean') == '1' end
-  for i = first, last, 5 do
-    local id, idx, outcome = A[i], A[i + 1], A[i + 2]
+  for i = first, last, 6 do
+    local id, idx, outcome, line = A[i], A[i + 1], A[i + 2], A[i + 5]
     local holder = lean and redis.call('HGET', R[2], 'h')
     if lean and outcome == 'done' then
       if holder then -- delivered and not closed yet: the first acknowledgement counts
@@ -20,6 +20,7 @@ local function ack_request(worker, retention, channel, A, first, last, lean)
       end
     elseif lean then
       if holder == worker then -- retry/dead only from the item's current holder
+        if line ~= '' then add_attempt(idx, line) end
         if outcome == 'retry' then
           redis.call('HSET', R[4], idx, A[i + 3])
           redis.call('ZADD', R[3], now + tonumber(A[i + 4]), id)
@@ -41,6 +42,7 @@ local function ack_request(worker, retention, channel, A, first, last, lean)
         counted = counted + 1
       end
     elseif pending_info(id) == worker then -- retry/dead only from the item's current holder
+      if line ~= '' then add_attempt(idx, line) end
       redis.call('HSET', R[4], idx, A[i + 3])
       if outcome == 'retry' then
         redis.call('ZADD', R[3], now + tonumber(A[i + 4]), id)

@@ -57,7 +57,43 @@ end
 local function pending_info(id)
   local p = redis.call('XPENDING', R[2], 'g', id, id, 1)
   if #p == 0 then return nil end
-  return p[1][2], tonumber(p[1][4]) -- consumer, delivery count
+  return p[1][2], tonumber(p[1][4]), tonumber(p[1][3]) -- consumer, delivery count, ms since delivered
+end
+
+--[[
+  An item's attempts (core/engine/attempts.py): JSON lines in its request's
+  results hash under 'a:<index>', the last ATTEMPTS_KEPT of them, each
+  {"n": attempt, "w": worker, "t": taken (ms), "r": ran for (ms), "o":
+  outcome, "y": why}. A worker writes one for each attempt that did not end
+  done (a done attempt is its result record); a take writes one for an
+  attempt whose lease ran out without an outcome. In the results hash, they
+  expire and are kept exactly as the item's result is.
+]]
+local ATTEMPTS_KEPT = 10
+
+local function add_attempt(idx, line)
+  local field = 'a:' .. idx
+  local old = redis.call('HGET', R[4], field)
+  if old then
+    line = old .. '\n' .. line
+    local _, n = string.gsub(line, '\n', '')
+    if n >= ATTEMPTS_KEPT then line = string.sub(line, string.find(line, '\n', 1, true) + 1) end
+  end
+  redis.call('HSET', R[4], field, line)
+end
+
+-- The attempt number of the item's last recorded attempt (0: none).
+local function last_attempt(idx)
+  local lines = redis.call('HGET', R[4], 'a:' .. idx)
+  return lines and tonumber(string.match(lines, '"n":(%d+)[^\n]*$')) or 0
+end
+
+-- Attempt `n`, taken by `worker` at `taken` (ms), got no outcome before its
+-- lease ran out at `ended` (ms): recorded unless it has its record already.
+local function lease_expired(idx, n, worker, taken, ended)
+  if n < 1 or last_attempt(idx) == n then return end
+  add_attempt(idx, cjson.encode({n = n, w = worker or '', t = taken, r = math.max(0, ended - taken),
+                                 o = 'lease-expired'}))
 end
 
 --[[

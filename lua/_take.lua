@@ -68,10 +68,13 @@ local function take_request(worker, lease, max_attempts, retention, channel, wan
 
   -- A lean request (one item in a hash, see _request.lua): the same steps for its item.
   if lean == 1 then
-    local f = redis.call('HMGET', R[2], 'i', 'p', 'e', 'd', 'c')
+    local f = redis.call('HMGET', R[2], 'i', 'p', 'e', 'd', 'c', 'h', 't')
     local idx, payload, id, d = f[1], f[2], f[3], tonumber(f[4]) or 0
     local lease_at = tonumber(redis.call('ZSCORE', R[3], id))
     local runnable = f[5] ~= '1' and ((d == 0 and not lease_at) or (lease_at and lease_at <= now))
+    if runnable and d > 0 and not (expires_at and now >= expires_at) then
+      lease_expired(idx, d, f[6], tonumber(f[7]) or lease_at, lease_at)
+    end
     if expires_at and now >= expires_at then
       if runnable then lean_close(id, idx, cjson.encode({status = 'expired'}), 'expired') end
       if finish_if_done(now, retention, channel) then return {4, 0, processor, dedup, limit, priority, lean} end
@@ -125,14 +128,16 @@ local function take_request(worker, lease, max_attempts, retention, channel, wan
   -- Redelivery of items whose lease ran out (or whose retry time came).
   for _ = 1, want + 100 do
     if given >= want then break end
-    local due = redis.call('ZRANGEBYSCORE', R[3], '-inf', now, 'LIMIT', 0, 1)
+    local due = redis.call('ZRANGEBYSCORE', R[3], '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1)
     if #due == 0 then break end
     local id = due[1]
+    local before, d, idle = pending_info(id) -- its last holder, before the claim below replaces it
     local e = redis.call('XCLAIM', R[2], 'g', worker, 0, id)[1]
     if not e or not e[2] then
       redis.call('ZREM', R[3], id) -- acknowledged or deleted meanwhile
     else
       local idx, payload = entry_fields(e[2])
+      if d then lease_expired(idx, d, before, now - idle, tonumber(due[2])) end
       local _, attempt = pending_info(id)
       if attempt > max_attempts then
         if dead_letter(id, idx, attempt - 1, close_item) then

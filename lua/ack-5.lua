@@ -10,8 +10,9 @@
     ARGV[1] worker id
     ARGV[2] retention in ms (for keys of a request that closes now)
     ARGV[3] pub/sub channel for events ("" for none)
-    ARGV[4..] outcomes, in fives: entry id, item index, outcome (done | retry | dead | cancelled),
-              result record (JSON text), retry delay in ms
+    ARGV[4..] outcomes, in sixes: entry id, item index, outcome (done | retry | dead | cancelled),
+              result record (JSON text), retry delay in ms, the attempt's line for the item's
+              attempts (core/engine/attempts.py; "" for none: a done attempt is its result record)
 
   Output:
     {closed now (1/0), state, items counted, de-dup key}

@@ -12,7 +12,7 @@
     ARGV[2] retention in ms (for keys of a request that closes now)
     ARGV[3] pub/sub channel for events ("" for none)
     ARGV[4..] for each request in the order of KEYS: its id, the number of
-              outcomes n, then n outcomes in fives as ack-5's
+              outcomes n, then n outcomes in sixes as ack-5's
 
   Output:
     one ack-5 answer per request, in order; one whose first element is 1
@@ -29,9 +29,9 @@ for j = 0, (#KEYS - 10) / 5 - 1 do
   R = {KEYS[b + 1], KEYS[b + 2], KEYS[b + 3], KEYS[b + 4], KEYS[b + 5]}
   local rid, n = ARGV[at], tonumber(ARGV[at + 1])
   local first = at + 2
-  local answer = ack_request(ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV, first, first + 5 * n - 1, true)
+  local answer = ack_request(ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV, first, first + 6 * n - 1, true)
   if answer[1] == 1 then retire_request(Q, rid, answer[4]) end
   out[j + 1] = answer
-  at = first + 5 * n
+  at = first + 6 * n
 end
 return out

@@ -64,7 +64,7 @@ def ack(rid: str, entry: str, index: int, outcome: str, **record) -> None:
     record = {"attempts": 1, "worker": "test-worker", "started_at": time.time(), "finished_at": time.time(),
               **record}
     services.engine().scripts("ack", services.engine().keys.request(rid).all(),
-                              ["test-worker", 60_000, "", entry, index, outcome, json.dumps(record), 0])
+                              ["test-worker", 60_000, "", entry, index, outcome, json.dumps(record), 0, ""])
 
 
 def complete_out_of_order(rid: str, count: int) -> None:

@@ -21,7 +21,7 @@ from typing import Iterator
 
 import redis
 
-from queueadmin.core.engine import events
+from queueadmin.core.engine import attempts, events
 from queueadmin.core.engine.client.limits import encode, encode_value, oneline
 from queueadmin.core.engine.config import QueueConfig
 from queueadmin.core.engine.errors import QueueError
@@ -88,8 +88,9 @@ class Outcomes:
             self.pace.ran(item.queue, took)
         outcome, text = self._outcome(ran, cfg)
         retry_ms = int(cfg.backoff(item.attempt) * 1000) if outcome == "retry" else 0
+        line = attempts.line(item.attempt, self.id, item.started, ran.finished, outcome, ran.error, item.stop_reason)
         self.acks.setdefault(item.rid, (item.queue, []))[1].extend(
-            [item.entry, item.index, outcome, text, retry_ms])
+            [item.entry, item.index, outcome, text, retry_ms, line])
         self.acked.append(item)
         self.keeping.release(item, outcome)  # or keep it for the request's next item (keeping.py)
         self._count(item, outcome, took, ran)

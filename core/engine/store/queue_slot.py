@@ -211,7 +211,7 @@ class QueueScripts:
     def ack_lean(self, queue: str, worker: str, retention_ms: int, channel: str, acks: list[tuple[str, list]],
                  trip: Trip | None = None):
         """ack_lean-10+5n: the outcomes of one-item requests of the queue's
-        slot, (request id, outcomes in fives as ack-5's) each; retires those
+        slot, (request id, outcomes in sixes as ack-5's) each; retires those
         it closes -> one Acked per request, in order."""
         qk = self.keys.queue(queue)
         keys = [qk.tokens, qk.reqs, qk.held, qk.leases, qk.parked, qk.dedup, qk.sched, qk.index, qk.lastserved,
@@ -219,7 +219,7 @@ class QueueScripts:
         args = [worker, retention_ms, channel]
         for rid, outcomes in acks:
             keys += self.keys.request(rid).all()
-            args += [rid, len(outcomes) // 5, *outcomes]
+            args += [rid, len(outcomes) // 6, *outcomes]
         return self.scripts.run(trip, "ack_lean", keys, args, _acked_many)
 
     def sched_move(self, queue: str, ready: list[tuple[str, int]], trip: Trip | None = None):

@@ -152,8 +152,8 @@ class RequestScripts:
 
     def ack(self, rid: str, worker: str, retention_ms: int, channel: str, outcomes: list,
             trip: Trip | None = None):
-        """ack-5: outcomes of the request's items, in fives (entry id, index,
-        outcome, result record, retry delay ms) -> Acked."""
+        """ack-5: outcomes of the request's items, in sixes (entry id, index,
+        outcome, result record, retry delay ms, attempt line: attempts.py) -> Acked."""
         return self.scripts.run(trip, "ack", self.keys.request(rid).all(),
                                 [worker, retention_ms, channel, *outcomes], acked)
 

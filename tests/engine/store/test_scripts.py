@@ -44,8 +44,8 @@ def test_every_script_has_exactly_one_typed_call_and_every_typed_call_a_script()
 
 # each typed call with arguments of every kind it takes: `n` groups of keys where a script takes groups
 SAMPLES = {
-    "ack": lambda s, t, n: s.request.ack("r1", "w1", 1000, "", ["1-0", 0, "done", "{}", 0], trip=t),
-    "ack_lean": lambda s, t, n: s.queue.ack_lean("q", "w1", 1000, "", [(f"r{j}", ["1-0", 0, "done", "{}", 0])
+    "ack": lambda s, t, n: s.request.ack("r1", "w1", 1000, "", ["1-0", 0, "done", "{}", 0, ""], trip=t),
+    "ack_lean": lambda s, t, n: s.queue.ack_lean("q", "w1", 1000, "", [(f"r{j}", ["1-0", 0, "done", "{}", 0, ""])
                                                                          for j in range(n)], trip=t),
     "add": lambda s, t, n: s.request.add("r1", ['"x"'], finalize=True, trip=t),
     "adjust": lambda s, t, n: s.queue.adjust("q", "r1", priority=60, trip=t),
@@ -148,7 +148,7 @@ def test_a_request_goes_through_the_typed_calls_with_named_answers(qc):
     assert store.request.extend_item("r1", e1, "w1", 1000) is True
     assert store.request.extend_item("r1", e1, "someone else", 1000) is False  # NOT_HELD
     assert store.queue.extend_token("default", "r1#1", "w1", 1000) is True
-    outcomes = [e1, 0, "done", '{"status":"done"}', 0, e2, 1, "done", '{"status":"done"}', 0]
+    outcomes = [e1, 0, "done", '{"status":"done"}', 0, "", e2, 1, "done", '{"status":"done"}', 0, ""]
     assert store.request.ack("r1", "w1", 60_000, "", outcomes) == Acked(True, "completed", 2, "")
     assert store.queue.retire("default", "r1") is True and store.queue.retire("default", "r1") is False
     assert store.request.take("r1", TakeTerms("w1", 60_000, 3, 60_000, ""), 1).kind == TakeKind.FINISHED
