@@ -315,11 +315,13 @@ def bulk_dead(action: str, flt: DeadFilter, request: str | None = None, *, actor
     return _started(jid, actor, f"bulk_{action}_dead", flt.queue, expected, {"filter": flt.to_json()})
 
 
-def bulk_cancel(rids: list[str], *, label: str = "", actor: Actor | None = None) -> str:
-    """Cancel every request of `rids` (a filter's matches), as a bulk job."""
-    jid = bulkjobs.jobs().create("requests", "cancel", rids, expected=len(rids), actor=bulkjobs.actor_text(actor),
+def bulk_cancel(rids, *, expected: int | None = None, label: str = "", actor: Actor | None = None) -> str:
+    """Cancel every request of `rids` (a filter's matches: any iterable, read
+    a chunk at a time), as a bulk job; `expected`: how many, if `rids` is no list."""
+    n = len(rids) if expected is None else expected
+    jid = bulkjobs.jobs().create("requests", "cancel", rids, expected=n, actor=bulkjobs.actor_text(actor),
                                  label=label or "cancel requests")
-    return _started(jid, actor, "bulk_cancel", "", len(rids), {"filter": label})
+    return _started(jid, actor, "bulk_cancel", "", n, {"filter": label})
 
 
 def bulk_requeue(pairs: list[tuple[str, str]], *, label: str = "", actor: Actor | None = None) -> str:

@@ -13,6 +13,7 @@ from queueadmin.core.audit import Actor
 from queueadmin.core.engine.client.queue_client import QueueError
 from queueadmin.core.queries.inflight import item_label
 
+from .bulk import after_start
 from .common import act_required, confirm, page, selected_pairs, staff_required
 
 PAGE_SIZE = 50
@@ -69,6 +70,9 @@ def inflight_requeue(request):
                        fields=[("scope", scope), ("filter", filt)] + (
                            [("ids", f"{r}:{e}") for r, e in pairs] if scope != "stuck" else []),
                        back_url=back, section="inflight")
+    if scope == "stuck":  # every stuck item the filter matches: a bulk job of batches of 500
+        jid = operations.bulk_requeue(pairs, label="requeue stuck items", actor=Actor.dashboard(request.user))
+        return after_start(request, jid, back, "Requeued {done} item(s).")
     n = operations.requeue(pairs, actor=Actor.dashboard(request.user))
     messages.success(request, f"Requeued {n:,} item{'s' if n != 1 else ''}." if n else
                      "Nothing was requeued: those items finished meanwhile.")

@@ -21,6 +21,7 @@ from queueadmin.core.forms import RequestFilterForm
 from queueadmin.core.models import RequestRecord
 from queueadmin.core.queries import unrunnable
 
+from .bulk import after_start
 from .common import RID, act_required, check_rid, confirm, page, parse_int, staff_required
 
 PAGE_SIZE = 50
@@ -54,34 +55,57 @@ def request_list(request):
 @require_POST
 @act_required
 def request_bulk(request):
-    """Cancel the selected requests, or every live one matching the filter."""
+    """Cancel the selected requests, or every live one matching the filter
+    (a bulk job of batches of 500, whose progress the bulk job page shows)."""
     back = reverse("queueadmin:requests") + ("?" + request.POST.get("filter", "") if request.POST.get("filter") else "")
     scope = request.POST.get("scope", "selected")
     if scope == "all":
-        form = RequestFilterForm(QueryDict(request.POST.get("filter", "")), queues=queries.queue_names())
-        ids = list(form.filter(RequestRecord.objects.filter(state__in=LIVE)).values_list("id", flat=True)[:10000])
-    else:
-        ids = [i for i in request.POST.getlist("ids") if RID.match(i)]
+        return _cancel_all(request, back)
+    ids = [i for i in request.POST.getlist("ids") if RID.match(i)]
     if not ids:
         messages.info(request, "Nothing selected: tick some rows first.")
         return redirect(back)
     if request.POST.get("confirm") != "1":
-        fields = [("scope", scope), ("filter", request.POST.get("filter", ""))] + [("ids", i) for i in ids
-                                                                                    if scope != "all"]
-        return confirm(request, title="Cancel requests", count=len(ids), danger=True,
-                       text=f"Cancel {len(ids):,} request{'s' if len(ids) != 1 else ''}? Items not yet started "
-                            f"will never run; items in flight finish.",
-                       action_url=reverse("queueadmin:request_bulk"), fields=fields, back_url=back, section="requests")
+        return confirm(request, title="Cancel requests", count=len(ids), danger=True, text=_cancel_text(len(ids)),
+                       action_url=reverse("queueadmin:request_bulk"), back_url=back, section="requests",
+                       fields=[("scope", scope), ("filter", request.POST.get("filter", ""))] + [("ids", i) for i in ids])
     done = failed = 0
+    who = Actor.dashboard(request.user)
     for rid in ids:
         try:
-            operations.cancel(rid, actor=Actor.dashboard(request.user))
+            operations.cancel(rid, actor=who)
             done += 1
         except QueueError:
             failed += 1
     messages.success(request, f"Cancelled {done:,} request{'s' if done != 1 else ''}."
                      + (f" {failed:,} had already finished." if failed else ""))
     return redirect(back)
+
+
+def _cancel_all(request, back: str):
+    filt = request.POST.get("filter", "")
+    form = RequestFilterForm(QueryDict(filt), queues=queries.queue_names())
+    if form.is_bound and not form.is_valid():
+        messages.error(request, "The filter is not valid: fix it before acting on what it matches.")
+        return redirect(back)
+    qs = form.filter(RequestRecord.objects.filter(state__in=LIVE))
+    n = qs.count()
+    if not n:
+        messages.info(request, "No live request matches this filter.")
+        return redirect(back)
+    if request.POST.get("confirm") != "1":
+        return confirm(request, title="Cancel all matching", count=n, danger=True,
+                       text=_cancel_text(n) + " All live requests that match this filter, in batches of 500.",
+                       action_url=reverse("queueadmin:request_bulk"), fields=[("scope", "all"), ("filter", filt)],
+                       back_url=back, section="requests")
+    ids = qs.order_by("id").values_list("id", flat=True).iterator(chunk_size=2000)  # never all in memory
+    jid = operations.bulk_cancel(ids, expected=n, label="cancel requests", actor=Actor.dashboard(request.user))
+    return after_start(request, jid, back, "Cancelled {done} request(s).")
+
+
+def _cancel_text(n: int) -> str:
+    return (f"Cancel {n:,} request{'s' if n != 1 else ''}? Items not yet started will never run; items in flight "
+            f"are stopped within about a second.")
 
 
 def detail_context(request, rid: str, after: str | None = None, before: str | None = None) -> dict | None:

@@ -120,3 +120,20 @@ def test_any_filter_input_gets_no_5xx_and_accepted_filters_round_trip(staff, eng
     again = deadfilter.parse(QueryDict(urlencode(parsed.query())), queries.queue_names())
     assert again.flt == parsed.flt and again.request == parsed.request and not again.errors
     assert "Traceback" not in html
+
+
+def test_cancel_all_matching_requests_is_a_bulk_job_past_one_batch(staff, eng):
+    from queueadmin.core import operations
+    eng.set_paused("default", True)
+    few = [operations.submit("default", "echo", [i], dedup=False).id for i in range(3)]
+    ask = staff.post("/requests/bulk/", {"scope": "all", "filter": "queue=default"})
+    assert ask.status_code == 200 and "Cancel 3 requests?" in ask.content.decode()
+    done = staff.post("/requests/bulk/", {"scope": "all", "filter": "queue=default", "confirm": "1"}, follow=True)
+    assert "Cancelled 3 request(s)." in done.content.decode()  # one batch: done at once, back on the list
+    assert all(eng.status(rid)["state"] == "cancelled" for rid in few)
+    many = [operations.submit("default", "echo", [i], dedup=False).id for i in range(510)]
+    started = staff.post("/requests/bulk/", {"scope": "all", "filter": "queue=default", "confirm": "1"})
+    assert "/bulk/" in started["Location"]  # more than a batch: the job's page shows its progress
+    wait_for(lambda: all(eng.status(rid)["state"] == "cancelled" for rid in many[-5:]), timeout=60)
+    job = wait_for(lambda: (j := bulkjobs.jobs().get(started["Location"].rstrip("/").rsplit("/", 1)[1])) and j["over"] and j)
+    assert job["done"] == 510 and job["targets"] == 510
