@@ -36,6 +36,7 @@ from typing import Callable
 
 from queueadmin.core import conf  # the settings reader and the events registry: no Django, no Redis
 from queueadmin.core.engine import events
+from queueadmin.core.engine.runtime.title import Title
 
 log = logging.getLogger("queueadmin.worker")
 
@@ -89,6 +90,7 @@ def serve(opts, make_worker: Callable[[int, int, Callable[[int], None]], object]
 
     if opts.processes > 1:
         before_fork()  # no socket may be shared by the children
+        Title().set(f"worker pool {','.join(queue_names(opts))} [{opts.processes} processes]")
         return Pool(lambda slot, recycled: make_worker(slot, recycled, os._exit).work(), opts.processes,
                     burst=opts.burst).run()
     recycled = int(os.environ.get(RECYCLED_ENV, "0") or 0)

@@ -54,6 +54,9 @@ def standalone_application():
     from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
     from django.core.asgi import get_asgi_application
 
+    from queueadmin.core.engine.runtime.title import Title
+
+    Title().set("web")  # the standalone's own web process: `queueadmin web` in ps (not a project's process)
     return with_live_updates(ASGIStaticFilesHandler(get_asgi_application()))
 
 

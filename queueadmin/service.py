@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from queueadmin.core import embedded
+from queueadmin.core.engine.runtime.title import Title
 
 ADMIN = "admin"
 
@@ -195,6 +196,7 @@ def run(data_dir: Path, http_port: int, redis_port: int, processes: int) -> int:
               file=sys.stderr)
         return 1
     service = Service(data_dir, http_port, redis_port, processes)
+    Title().set(f"run (port {http_port})")  # the parent of the web server, Redis and the workers, in ps
     service.prepare()
     try:
         service.start_redis()

@@ -73,6 +73,9 @@ def test_a_stopped_pool_process_is_not_replaced_and_the_others_go_on(qc, workers
     proc = workers.start(processes=2)
     ws = wait_for(lambda: (lambda ws: ws if len(ws) == 2 else None)(live_workers(qc)), 30, message="two workers")
     assert {w["name"] for w in ws} == {f"{w['host']}:{w['pid']}" for w in ws}  # one name: host and pid
+    assert title(proc.pid) == "queueadmin worker pool default [2 processes]"
+    want = {f"queueadmin worker {w['name']} default [0 busy]" for w in ws}
+    wait_for(lambda: {title(int(w["pid"])) for w in ws} == want, 5, message="the children's titles")
     victim, other = ws
     assert WorkerSteering(qc.redis, qc.keys, dead_after=1.5).ask(victim["id"], STOP)
     wait_for(lambda: not qc.redis.exists(qc.keys.worker(victim["id"])), 15, message="the stopped one leaves")
