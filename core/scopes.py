@@ -20,7 +20,7 @@ from __future__ import annotations
 ACT_PERMISSION = "queueadmin.change_requestrecord"
 
 # read: requests, results, queues (staff); submit: new requests (can_act);
-# steer: cancel, priority, concurrency, requeue, retry (can_act);
+# steer: cancel, priority, concurrency, retry, discard, requeue, stop, run now, pause, resume (can_act);
 # metrics: /metrics (granted to staff, or by a superuser to a scraper account).
 SCOPES = ("read", "submit", "steer", "metrics")
 DEFAULT_SCOPES = ("read", "submit", "steer")  # what tokens made before scopes existed carry

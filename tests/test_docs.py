@@ -227,7 +227,7 @@ def test_the_configuration_table_lists_every_setting_with_its_default():
 # -- the commands' options are all in the manual -----------------------------------------------
 
 
-COMMANDS = ["queue_worker", "queue_submit", "queue_status", "queue_results", "queue_token"]
+COMMANDS = ["queue_worker", "queue_submit", "queue_status", "queue_results", "queue_token", "queue_steer"]
 
 
 def options_of(parser) -> set[str]:

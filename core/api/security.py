@@ -8,7 +8,7 @@
    steering calls small and covers servers that do not run the guard.
 
 Scopes: read (status, results, lists), submit (new requests), steer (cancel,
-priority, concurrency).
+priority, concurrency, and the rest of what the dashboard steers: steering.py).
 """
 from __future__ import annotations
 
