@@ -12,6 +12,7 @@ from queueadmin.core.api import app
 from queueadmin.core.views import dead, inflight, overview, requests, scheduled, submit, workers
 from queueadmin.core.live import routing as live
 from queueadmin.core.views import bulk as bulk_views, clear as clear_views  # bulk jobs by filter (issue 22)
+from queueadmin.core.views import recent  # the overview's running and recently finished requests (issue 22)
 from queueadmin.core.views import queue_page  # a queue's page and the history charts (issue 22)
 from queueadmin.core.views import activity  # the audit log (issue 22)
 
@@ -21,6 +22,7 @@ urlpatterns = [
     path("healthz", health.healthz, name="healthz"),  # liveness: no I/O
     path("readyz", health.readyz, name="readyz"),  # readiness: Redis and the database answer
     path("", overview.overview, name="overview"),
+    path("overview/requests/", recent.overview_requests, name="overview_requests"),
     path("submit/", submit.submit, name="submit"),
     path("requests/", requests.request_list, name="requests"),
     path("requests/bulk/", requests.request_bulk, name="request_bulk"),

@@ -6,6 +6,7 @@ from django.views.decorators.http import require_GET
 from queueadmin.core import queries
 
 from .common import page, staff_required
+from .recent import lists_context
 
 
 def overview_context() -> dict:
@@ -20,4 +21,4 @@ def overview_context() -> dict:
 @require_GET
 @staff_required
 def overview(request):
-    return page(request, "queueadmin/overview.html", {**overview_context(), "live_topic": "overview"}, "overview")
+    return page(request, "queueadmin/overview.html", {**overview_context(), **lists_context(), "live_topic": "overview"}, "overview")
