@@ -63,20 +63,21 @@ def history_charts(queue: str | None, rng: Range, latency_now: float) -> dict:
     points = history.read(rdb(), keys(), [history.queue_series(q) for q in names], start, end, rng.step)
     step_s = rng.step * 60
     times = [(start + i * rng.step) * 60 for i in range(n)]
+    # each point's span in minutes; the last one, still filling, only as far as now (its rates are not diluted)
+    spans = [float(rng.step)] * (n - 1) + [max(1.0, min(rng.step, time.time() / 60 - start - (n - 1) * rng.step))]
     max_wait = [p.max_wait_ms / 1000 if p.max_wait_ms else None for p in points]
     max_wait[-1] = max(max_wait[-1] or 0.0, latency_now)  # live: the oldest waiting item now
-    per_minute = rng.step
     return {
         "range": rng, "ranges": list(RANGES.values()), "queue": queue, "times": times, "step_s": step_s,
-        "throughput": [("done", "done", [p.done / per_minute for p in points]),
-                       ("failed", "failed", [p.failed / per_minute for p in points])],
+        "throughput": [("done", "done", [p.done / m for p, m in zip(points, spans)]),
+                       ("failed", "failed", [p.failed / m for p, m in zip(points, spans)])],
         "latency": [("oldest", "oldest waiting", max_wait),
                     ("p95", "wait p95", [p.wait_p(0.95) for p in points]),
                     ("p50", "wait p50", [p.wait_p(0.5) for p in points])],
         "run": [("p95", "run p95", [p.run_p(0.95) for p in points]),
                 ("p50", "run p50", [p.run_p(0.5) for p in points])],
         "busy": [("capacity", "capacity", [float(capacity(names))] * n),
-                 ("busy", "in flight (average)", [p.busy(step_s) for p in points])],
+                 ("busy", "in flight (average)", [p.busy(m * 60) for p, m in zip(points, spans)])],
         "latency_now": latency_now,
         "totals": {"done": sum(p.done for p in points), "failed": sum(p.failed for p in points)},
     }

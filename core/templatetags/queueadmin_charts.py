@@ -59,7 +59,9 @@ def count_text(value: float | None) -> str:
         return f"{value / 1000:.0f}k"
     if value >= 1000:
         return f"{value / 1000:.1f}k"
-    return f"{value:.0f}" if value >= 10 or value == int(value) else f"{value:.1f}"
+    if value >= 10 or value == int(value):
+        return f"{value:.0f}"
+    return f"{value:.1f}" if value >= 1 else f"{value:.2g}"
 
 
 UNITS = {"seconds": seconds_text, "count": count_text}
