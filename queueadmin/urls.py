@@ -9,7 +9,7 @@ from django.urls import path, re_path
 
 from queueadmin.core import health, metrics
 from queueadmin.core.api import app
-from queueadmin.core.views import dead, inflight, overview, requests, scheduled, submit, workers
+from queueadmin.core.views import dead, inflight, item, overview, requests, scheduled, submit, workers
 from queueadmin.core.live import routing as live
 from queueadmin.core.views import bulk as bulk_views, clear as clear_views  # bulk jobs by filter (issue 22)
 from queueadmin.core.views import recent  # the overview's running and recently finished requests (issue 22)
@@ -32,6 +32,7 @@ urlpatterns = [
     path("requests/<str:rid>/priority/", requests.request_priority, name="request_priority"),
     path("requests/<str:rid>/concurrency/", requests.request_concurrency, name="request_concurrency"),
     path("requests/<str:rid>/retry/", requests.request_retry, name="request_retry"),
+    path("requests/<str:rid>/items/<str:index>/", item.item_detail, name="item_detail"),
     path("inflight/", inflight.inflight, name="inflight"),
     path("inflight/requeue/", inflight.inflight_requeue, name="inflight_requeue"),
     path("inflight/stop/", inflight.inflight_stop, name="inflight_stop"),

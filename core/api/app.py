@@ -20,7 +20,7 @@ from ninja import NinjaAPI, Router
 from ninja.errors import ValidationError
 from ninja.openapi.docs import Swagger
 
-from . import errors, queues, requests, steering
+from . import errors, items, queues, requests, steering
 from . import errors, queues, requests, steering, workers
 from .parsing import JsonParser
 
@@ -64,6 +64,7 @@ v1 = Router()
 requests.mount(v1)
 queues.mount(v1)
 steering.mount(v1)
+items.mount(v1)
 workers.mount(v1)
 legacy = Router()
 requests.mount(legacy, legacy=True)
