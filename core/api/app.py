@@ -23,6 +23,7 @@ from ninja.openapi.docs import Swagger
 from . import errors, items, queues, requests, steering
 from . import errors, queues, requests, steering, workers
 from .parsing import JsonParser
+from . import bulk  # search and bulk actions by filter (issue 22)
 
 
 class QueueadminAPI(NinjaAPI):
@@ -66,6 +67,7 @@ queues.mount(v1)
 steering.mount(v1)
 items.mount(v1)
 workers.mount(v1)
+bulk.mount(v1)
 legacy = Router()
 requests.mount(legacy, legacy=True)
 queues.mount(legacy, legacy=True)
