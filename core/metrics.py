@@ -9,7 +9,9 @@ cluster-wide figures and no per-process state needs merging.
 * histograms: queueadmin_item_run_seconds{queue} (an item's run time),
   queueadmin_item_wait_seconds{queue} (enqueue, or retry time, to start)
 * gauges: depth (and by priority), in flight, scheduled, dead letters,
-  paused, live requests, oldest request's age, live workers (per queue and
+  paused, live requests, oldest request's age, queue latency
+  (queueadmin_queue_latency_seconds: the age of the oldest waiting item,
+  what an autoscaler such as KEDA scales on), live workers (per queue and
   in all), queueadmin_redis_up
 
 With Redis unreachable the scrape still answers, with queueadmin_redis_up 0.
@@ -82,6 +84,8 @@ class QueueCollector(Collector):
         paused = _gauge("queueadmin_queue_paused", "1 if the queue is paused.")
         requests = _gauge("queueadmin_queue_requests", "Live (unfinished) requests.")
         oldest = _gauge("queueadmin_queue_oldest_request_age_seconds", "Age of the oldest live request.")
+        latency = _gauge("queueadmin_queue_latency_seconds",
+                         "Queue latency: seconds the oldest waiting item (not started, not scheduled) has waited.")
         workers_q = _gauge("queueadmin_queue_workers", "Live workers serving the queue.")
         workers = _gauge("queueadmin_workers", "Registered workers: live, or dead (missed heartbeats).", ("state",))
 
@@ -105,8 +109,9 @@ class QueueCollector(Collector):
             requests.add_metric([name], figures["requests"])
             first = client.redis.zrange(client.keys.queue(name).index, 0, 0, withscores=True)
             oldest.add_metric([name], max(0.0, round(now - first[0][1] / 1000, 3)) if first else 0)
+            latency.add_metric([name], round(figures["latency"], 3))
             workers_q.add_metric([name], sum(1 for queues in live.values() if name in queues))
-        return [depth, by_priority, in_flight, scheduled, dead, paused, requests, oldest, workers_q, workers,
+        return [depth, by_priority, in_flight, scheduled, dead, paused, requests, oldest, latency, workers_q, workers,
                 *engine_families(client.redis, client.keys, names)]
 
 

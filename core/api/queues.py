@@ -1,4 +1,5 @@
-"""The queues: figures and configuration, by name, a page at a time."""
+"""The queues: figures (latency and last hour's percentiles among them) and
+configuration, by name, a page at a time, or one queue by name."""
 from __future__ import annotations
 
 from dataclasses import asdict
@@ -8,10 +9,12 @@ from ninja import Query, Router
 
 from queueadmin.core import clients, operations
 from queueadmin.core.engine.client.queue_client import QueueError
+from queueadmin.core.engine.features import history
 from ..models import Queue
 from . import cursor as cursors
+from .errors import ApiError
 from .requests import ERRORS
-from .schemas import QueuePage
+from .schemas import QueueOut, QueuePage
 from .security import BearerToken
 
 
@@ -27,13 +30,31 @@ def queue_list(request, limit: int = Query(100, ge=1, le=500), cursor: Optional[
         if len(out) == limit:
             return {"queues": out, "next_cursor": cursors.encode(out[-1]["name"])}
         try:
-            stats, config = client.queue_stats(name), client.queue_config(name)
+            out.append(queue_figures(client, name))
         except QueueError:
             continue  # listed but its config is gone: not a usable queue
-        out.append({**stats, "name": name, "depth_by_priority": {str(k): v for k, v in
-                                                                  stats["depth_by_priority"].items()},
-                    "config": asdict(config)})
     return {"queues": out, "next_cursor": None}
+
+
+def queue_figures(client, name: str) -> dict:
+    """A queue's figures and configuration (QueueError: its config is gone)."""
+    stats, config = client.queue_stats(name), client.queue_config(name)
+    hour = history.recent(client.redis, client.keys, [history.queue_series(name)])
+    return {**stats, "name": name, "depth_by_priority": {str(k): v for k, v in stats["depth_by_priority"].items()},
+            "wait_p50": hour.wait_p(0.5), "wait_p95": hour.wait_p(0.95), "run_p50": hour.run_p(0.5),
+            "run_p95": hour.run_p(0.95), "done_last_hour": hour.done, "failed_last_hour": hour.failed,
+            "config": asdict(config)}
+
+
+def queue_detail(request, name: str):
+    client = clients.engine()
+    operations.push_queues(Queue.objects.values_list("name", flat=True))
+    if name not in client.queues():
+        raise ApiError(404, "not_found", f"no queue named {name!r}")
+    try:
+        return queue_figures(client, name)
+    except QueueError:
+        raise ApiError(404, "not_found", f"no queue named {name!r}") from None
 
 
 def _name(value) -> str:
@@ -47,3 +68,8 @@ def mount(router: Router, *, legacy: bool = False) -> None:
                response={200: QueuePage, **ERRORS}, summary="List queues with their figures and configuration",
                description="Scope: read. Paginated by name: pass next_cursor as ?cursor= for the next page.",
                include_in_schema=not legacy, tags=["queues"])(queue_list)
+    if not legacy:
+        router.get("/queues/{name}", auth=BearerToken("read"), url_name="api-v1-queue", response={200: QueueOut, **ERRORS},
+                   summary="One queue's figures (latency, last hour's wait and run percentiles) and configuration",
+                   description="Scope: read. latency is the age in seconds of the oldest waiting item, what an "
+                               "autoscaler reads; 404 for an unknown queue.", tags=["queues"])(queue_detail)

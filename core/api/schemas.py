@@ -181,6 +181,14 @@ class QueueOut(BaseModel):
     dead: int
     tokens_waiting: int
     tokens_held: int
+    latency: float = Field(description="queue latency: seconds the oldest waiting item has waited (0: none waits)")
+    oldest_waiting_at: Optional[float] = Field(None, description="when that item began to wait (epoch seconds)")
+    wait_p50: Optional[float] = Field(None, description="median seconds from enqueue to start, last hour")
+    wait_p95: Optional[float] = Field(None, description="95th percentile of the same, last hour")
+    run_p50: Optional[float] = Field(None, description="median run time in seconds, last hour")
+    run_p95: Optional[float] = Field(None, description="95th percentile run time in seconds, last hour")
+    done_last_hour: int = Field(0, description="items done in the last hour (the metrics history)")
+    failed_last_hour: int = Field(0, description="attempts failed in the last hour")
     config: QueueConfigOut
 
 

@@ -107,10 +107,15 @@ def test_responses_carry_the_documented_fields(engine, api, schema):
     assert answer["state"] == "queued" and answer["total"] == 2
 
 
+def timeless(page: dict) -> dict:
+    """A queue page without the latency, which grows between two calls."""
+    return {**page, "queues": [{k: v for k, v in q.items() if k != "latency"} for q in page["queues"]]}
+
+
 def test_old_paths_answer_like_v1(engine, api):
     rid = api.post("/api/requests", SAMPLE_BODIES["SubmitIn"]).json()["id"]
     assert api.get(f"/api/requests/{rid}").json() == api.get(f"/api/v1/requests/{rid}").json()
-    assert api.get("/api/queues").json() == api.get("/api/v1/queues").json()
+    assert timeless(api.get("/api/queues").json()) == timeless(api.get("/api/v1/queues").json())
     response = api.post("/api/v1/requests", {**SAMPLE_BODIES["SubmitIn"], "items": ["v1"]})
     assert response["Location"] == f"/api/v1/requests/{response.json()['id']}"
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import time
 from dataclasses import dataclass, field
 
 from queueadmin.core.engine.features.stats import RUN_BUCKETS, WAIT_BUCKETS
@@ -217,6 +218,16 @@ def read(redis, keys: Keys, series: list[str], start: int, end: int, step: int) 
             if start <= minute <= end:  # hourly: `start` is a whole hour (the caller aligns it)
                 out[(minute - start) // step].add(Point.parse(_s(text)))
     return out
+
+
+def recent(redis, keys: Keys, series: list[str], minutes: int = 60, now: float | None = None) -> Point:
+    """The last `minutes` (this one included) of `series` as one point: the
+    wait and run percentiles a status line shows."""
+    end = int((time.time() if now is None else now) // 60)
+    total = Point()
+    for p in read(redis, keys, series, end - minutes + 1, end, 1):
+        total.add(p)
+    return total
 
 
 def _s(value) -> str:

@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
 from queueadmin.core import clients, conf
+from queueadmin.core.engine.features import history
 from queueadmin.core.engine.store.keys import Keys
 from queueadmin.core.models import Queue, RequestRecord
 from queueadmin.core.queries import unrunnable
@@ -52,6 +53,14 @@ def live_workers_info(redis, now_ms: int | None = None) -> list[dict]:
             "current": current or [],
         })
     return out
+
+
+def _r(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def _secs(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}s"
 
 
 def configured_only(known: set[str]) -> list[str]:
@@ -148,11 +157,14 @@ class Command(BaseCommand):
         for name in client.queues():
             stats = client.queue_stats(name)
             serving = [w["id"] for w in workers if w["live"] and (name in w["queues"] or not w["queues"])]
+            hour = history.recent(client.redis, client.keys, [history.queue_series(name)])
             queues.append({
                 "queue": name, "paused": stats["paused"], "requests": stats["requests"], "depth": stats["depth"],
                 "depth_by_priority": {str(p): n for p, n in stats["depth_by_priority"].items()},
                 "in_flight": stats["in_flight"], "scheduled": stats["scheduled"], "dead_letters": dead_letters.get(name, stats["dead"]),
                 "live_workers": len(serving), "workers": serving,
+                "latency_seconds": round(stats["latency"], 3), "wait_p50_seconds": _r(hour.wait_p(0.5)),
+                "wait_p95_seconds": _r(hour.wait_p(0.95)),
             })
         waiting = unrunnable.by_queue([q["queue"] for q in queues])
         for q in queues:
@@ -160,6 +172,7 @@ class Command(BaseCommand):
         for name in configured_only({q["queue"] for q in queues}):
             queues.append({"queue": name, "paused": False, "requests": 0, "depth": 0, "depth_by_priority": {},
                            "in_flight": 0, "scheduled": 0, "dead_letters": 0, "live_workers": 0, "workers": [],
+                           "latency_seconds": 0.0, "wait_p50_seconds": None, "wait_p95_seconds": None,
                            "not_in_redis": True})
         return {"queues": queues, "workers": workers,
                 "live_workers": sum(1 for w in workers if w["live"])}
@@ -176,6 +189,8 @@ class Command(BaseCommand):
             w(f"queue {q['queue']}{'  [PAUSED]' if q['paused'] else ''}")
             w(f"  requests:     {q['requests']}")
             w(f"  waiting:      {q['depth']}  (by priority: {by_prio})")
+            w(f"  latency:      {q['latency_seconds']:.1f}s  (oldest waiting item; wait p50 "
+              f"{_secs(q['wait_p50_seconds'])}, p95 {_secs(q['wait_p95_seconds'])} in the last hour)")
             w(f"  in flight:    {q['in_flight']}")
             w(f"  scheduled:    {q['scheduled']}")
             w(f"  dead letters: {q['dead_letters']}")
