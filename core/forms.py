@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import timedelta, timezone as dt_timezone
 
 from django import forms
@@ -16,6 +17,8 @@ from queueadmin.core.engine.client.limits import MAX_DEDUP_KEY_CHARS, check_item
 from queueadmin.core.webhooks import policy as webhooks
 
 MAX_ITEMS = 100_000  # per request from the form (the engine takes more: limits.MAX_ITEMS_PER_REQUEST)
+RANGE = re.compile(r"^(-?\d{1,18})\s*(?:-|\.\.|–)\s*(-?\d{1,18})$")  # "1-500", "1..500", "1 – 500"
+DEFAULT_PROCESSORS = ("uppercase", "echo")  # the submit form's first choice: quick, and its result shows it ran
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
 STATES = ["scheduled", "queued", "running", "completed", "failed", "cancelled", "expired"]
 # the admin's forms that save what Redis must be told (queues, periodic requests), when it is away
@@ -35,6 +38,12 @@ class SubmitForm(forms.Form):
     upload = forms.FileField(required=False, label="…or a file", help_text="UTF-8 text, one item per line.")
     json_items = forms.BooleanField(required=False, label="Lines are JSON",
                                     help_text="Parse each line as a JSON value instead of a string.")
+    item_range = forms.CharField(required=False, max_length=41, label="…or a range",
+                                 widget=forms.TextInput(attrs={"placeholder": "e.g. 1-500", "inputmode": "numeric"}),
+                                 help_text="One item per whole number from the first to the last (JSON numbers).")
+    copies = forms.IntegerField(required=False, min_value=1, max_value=MAX_ITEMS, initial=1, label="Copies",
+                                widget=forms.NumberInput(attrs={"placeholder": "1"}),
+                                help_text="Submit the items this many times over (N copies in one request).")
     priority = forms.IntegerField(required=False, min_value=0, max_value=99,
                                   widget=forms.NumberInput(attrs={"placeholder": "queue default"}),
                                   help_text="0–99, higher first. Empty: the queue's default.")
@@ -78,6 +87,8 @@ class SubmitForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.fields["queue"].choices = [(q, q) for q in queues]
         self.fields["processor"].choices = processor_choices()
+        names = [name for name, _ in self.fields["processor"].choices]
+        self.fields["processor"].initial = next((p for p in DEFAULT_PROCESSORS if p in names), None)
         self.fields["then_processor"].choices = [("", "— none —"), *processor_choices()]
         # items may hold any text, NUL included (as a file or the API); the
         # limits are checked per line in clean()
@@ -115,7 +126,11 @@ class SubmitForm(forms.Form):
                 self.add_error("upload", "the file is not UTF-8 text")
                 return data
         field = "upload" if upload else "items"
-        data["item_list"] = self.item_list(text, bool(data.get("json_items")), field)
+        if data.get("item_range"):
+            data["item_list"] = self.range_items(data["item_range"], bool(text.strip()))
+        else:
+            data["item_list"] = self.item_list(text, bool(data.get("json_items")), field)
+        data["item_list"] = self.times(data["item_list"], data.get("copies") or 1)
         start_at, delay = data.get("start_at"), data.get("delay_seconds")
         if start_at and delay:
             self.add_error("start_at", "give either a delay or a start time, not both")
@@ -134,6 +149,32 @@ class SubmitForm(forms.Form):
             except QueueError as exc:
                 self.add_error("dedup_key", str(exc))
         return data
+
+    def range_items(self, text: str, lines_given: bool) -> list:
+        """`first-last` (whole numbers, first <= last): one item per number."""
+        if lines_given:
+            self.add_error("item_range", "give lines, a file or a range, not several")
+            return []
+        m = RANGE.match(text.strip())
+        if not m:
+            self.add_error("item_range", "write a range as first-last, e.g. 1-500 (whole numbers)")
+            return []
+        first, last = int(m[1]), int(m[2])
+        if last < first:
+            self.add_error("item_range", "the range's last number is smaller than its first")
+            return []
+        if last - first + 1 > MAX_ITEMS:
+            self.add_error("item_range", f"at most {MAX_ITEMS:,} items per request ({last - first + 1:,} in range)")
+            return []
+        return list(range(first, last + 1))
+
+    def times(self, items: list, copies: int) -> list:
+        """The items `copies` times over, within the request's item limit."""
+        if copies > 1 and len(items) * copies > MAX_ITEMS:
+            self.add_error("copies", f"at most {MAX_ITEMS:,} items per request ({len(items) * copies:,} with "
+                                     f"{copies:,} copies)")
+            return []
+        return items * copies
 
     def item_list(self, text: str, as_json: bool, field: str) -> list:
         """One item per non-blank line (numbered as in the text), each checked

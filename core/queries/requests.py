@@ -5,8 +5,11 @@ from __future__ import annotations
 import re
 import time
 
+import redis as redis_lib
+
 from queueadmin.core.engine.features import ratelimit
 from queueadmin.core.engine.client.queue_client import TERMINAL
+from queueadmin.core.engine.errors import QueueError
 from queueadmin.core.engine.store.keys import GROUP
 from queueadmin.core.models import RequestRecord
 
@@ -35,9 +38,22 @@ def with_rates(st: dict, now: float | None = None) -> dict:
     elapsed = ((ended or now) - started) if started else 0
     st["elapsed"] = elapsed
     st["rate"] = finished / elapsed if elapsed > 0 and finished else 0.0
-    st["eta"] = (st["remaining"] / st["rate"]) if st["rate"] and st["remaining"] and not ended else None
     st["live"] = st.get("state") in LIVE_STATES
+    # a live request of a paused queue waits, whatever its state says: no ETA to show (issue 22)
+    st["paused"] = st["live"] and st.get("state") != "scheduled" and _queue_paused(st.get("queue"))
+    st["eta"] = (st["remaining"] / st["rate"]) if st["rate"] and st["remaining"] and not ended \
+        and not st["paused"] else None
     return st
+
+
+def _queue_paused(queue) -> bool:
+    """Whether `queue` is paused (its configuration, cached for 2 s by the client)."""
+    if not queue:
+        return False
+    try:
+        return client().queue_config(queue, max_age=2.0).paused
+    except QueueError:  # a queue gone from Redis: nothing says it is paused
+        return False
 
 
 def overlay(records) -> list[dict]:
@@ -72,6 +88,7 @@ def request_view(rid: str) -> dict | None:
     if st:
         st["in_redis"] = True
         st["throttle"] = _own_rate(rid, st)
+        _split_in_flight(rid, st)
         return with_rates(st)
     rec = RequestRecord.objects.filter(id=rid).first()
     if rec is None:
@@ -79,6 +96,16 @@ def request_view(rid: str) -> dict | None:
     row = overlay([rec])[0]
     row["in_redis"] = False
     return row
+
+
+def _split_in_flight(rid: str, st: dict) -> None:
+    """Of the items the request holds (`in_flight`: its leases), those live
+    workers report running (`running`, never more than its concurrency) and
+    the others (`held_waiting`: waiting for a retry, or held by a dead
+    worker until it is recovered): "in flight" counted both (issue 22)."""
+    running = sum(1 for w in workers() if w["live"] for c in w["current"] if c["request"] == rid)
+    st["running"] = min(running, st["in_flight"])
+    st["held_waiting"] = st["in_flight"] - st["running"]
 
 
 def _own_rate(rid: str, st: dict) -> dict | None:
@@ -130,12 +157,16 @@ def _entry_rows(rid: str, entries: list, lean: dict | None = None) -> list[dict]
         if p:  # delivered and not acknowledged: running, retrying, or stuck
             row["worker"] = p["consumer"]
             row["attempts"] = p["times_delivered"]
-            if status == "retrying" and lease and lease > now and not runs(live, p["consumer"], eid):
+            running = runs(live, p["consumer"], eid)
+            if status == "retrying" and not running:
+                # its last attempt failed (or was stopped) and no live worker runs it: it waits for
+                # its retry time, or is due and waits for a slot; "running" would sit beside its error
                 status = "retrying"
             else:
                 status = "running"
                 row["duration"] = None
-                row["progress"] = runs(live, p["consumer"], eid)  # its ctx.progress, if it reports one
+                row["progress"] = running  # its ctx.progress, if it reports one
+                row["error"] = row["traceback"] = None  # an earlier attempt's: the item page lists attempts
             if lease is not None and lease < now - STUCK_GRACE_MS:
                 row["stuck"] = True
             elif p["consumer"] not in live:
@@ -191,8 +222,11 @@ def request_items(rid: str, after: str | None = None, before: str | None = None,
         entries = list(reversed(r.xrevrange(rk.items, max="+", min="-", count=size)))
     elif after:
         entries = r.xrange(rk.items, min=f"({after}", max="+", count=size)
-    else:
-        entries = r.xrange(rk.items, min="-", max="+", count=size)
+    else:  # no cursor: where the request is now (its first item in flight, or the next to start)
+        start = _now_entry(rid)
+        entries = r.xrange(rk.items, min=start or "-", max="+", count=size)
+        if start and len(entries) < size:  # near the end: a full last page (the newest items)
+            entries = list(reversed(r.xrevrange(rk.items, max="+", min="-", count=size)))
     length = r.xlen(rk.items)
     rows = _entry_rows(rid, entries)
     first, last = (entries[0][0], entries[-1][0]) if entries else (None, None)
@@ -200,6 +234,28 @@ def request_items(rid: str, after: str | None = None, before: str | None = None,
     has_next = bool(last) and bool(r.xrange(rk.items, min=f"({last}", max="+", count=1))
     return {"rows": rows, "length": length, "first": first, "last": last, "has_prev": has_prev,
             "has_next": has_next, "size": size}
+
+
+def _now_entry(rid: str) -> str | None:
+    """The entry a live request's page opens on (issue 22: not on the oldest,
+    finished items): the oldest of its items in flight, else the first not
+    yet delivered; None for a request with neither (finished, or not
+    started: its first page is where it is)."""
+    r, rk = rdb(), keys().request(rid)
+    pipe = r.pipeline(transaction=False)
+    pipe.zrange(rk.leases, 0, 999)  # in flight (or waiting to retry): at most a concurrency's worth, mostly
+    pipe.xinfo_groups(rk.items)
+    try:
+        held, groups = pipe.execute()
+    except redis_lib.ResponseError:  # no stream (gone meanwhile)
+        return None
+    if held:
+        return min(held, key=_stream_id)
+    delivered = groups[0]["last-delivered-id"] if groups else "0-0"
+    if delivered in ("0-0", None):
+        return None
+    following = r.xrange(rk.items, min=f"({delivered}", max="+", count=1)
+    return following[0][0] if following else None
 
 
 def results_iter(rid: str):

@@ -179,7 +179,9 @@ def request_cancel(request, rid):
         left = max(0, st.get("total", 0) - st.get("done", 0) - st.get("failed", 0) - st.get("expired", 0))
         return confirm(request, title="Cancel request", count=left, danger=True,
                        text=f"Cancel request {rid}? {left:,} item{'s' if left != 1 else ''} not finished yet "
-                            f"will not run (items in flight finish).",
+                            f"will not run: items not yet started never start, and items running now are "
+                            f"stopped within about a second (recorded as cancelled). Finished items keep "
+                            f"their results.",
                        action_url=reverse("queueadmin:request_cancel", args=[rid]), fields=[],
                        back_url=reverse("queueadmin:request_detail", args=[rid]), section="requests")
     try:
