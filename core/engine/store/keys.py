@@ -171,7 +171,7 @@ class RequestKeys:
         return self._k("leases")
 
     @property
-    def results(self) -> str:  # HASH index -> result record json
+    def results(self) -> str:  # HASH index -> result record json; a:<index> -> its attempts (attempts.py)
         return self._k("results")
 
     @property
