@@ -312,7 +312,7 @@ def bulk_dead(action: str, flt: DeadFilter, request: str | None = None, *, actor
     expected, exact, rids = queries.dead_match(flt, request)
     jid = bulkjobs.jobs().create("dead", action, rids, flt=flt, expected=expected, exact=exact,
                                  actor=bulkjobs.actor_text(actor), label=f"{action} dead letters")
-    return _started(jid, actor, f"bulk_{action}_dead", flt.queue, expected, {"filter": flt.to_json()})
+    return _started(jid, actor, f"bulk_{action}_dead", flt.queue, expected, {"filter": flt.to_json()}, exact=exact)
 
 
 def bulk_cancel(rids, *, expected: int | None = None, label: str = "", actor: Actor | None = None) -> str:
@@ -334,9 +334,9 @@ def bulk_requeue(pairs: list[tuple[str, str]], *, label: str = "", actor: Actor 
 def clear_queue(queue: str, *, actor: Actor | None = None) -> str:
     """Cancel every live request of `queue` (its waiting items never run), as a bulk job."""
     rids, waiting = queries.clear_targets(queue)
-    jid = bulkjobs.jobs().create("clear", "cancel", rids, expected=waiting, actor=bulkjobs.actor_text(actor),
+    jid = bulkjobs.jobs().create("clear", "cancel", rids, expected=len(rids), actor=bulkjobs.actor_text(actor),
                                  label=f"clear queue {queue}")
-    return _started(jid, actor, "clear_queue", queue, waiting, {"requests": len(rids)})
+    return _started(jid, actor, "clear_queue", queue, waiting, {"requests": len(rids)}, size=len(rids))
 
 
 def bulk_progress(jid: str) -> dict | None:
@@ -345,11 +345,13 @@ def bulk_progress(jid: str) -> dict | None:
     return bulkjobs.jobs().get(jid)
 
 
-def _started(jid: str, actor, action: str, queue: str, expected: int, detail: dict) -> str:
-    """Audit the job and start it: one batch's worth at once (the answer shows
-    its result), more on a background thread (the page shows its progress)."""
-    audit.record(actor, action, queue=queue, target=f"bulk job {jid}", count=expected, detail=detail)
-    bulkjobs.start(jid, BULK_ACTS, wait=expected <= bulkjobs.INLINE)
+def _started(jid: str, actor, action: str, queue: str, count: int, detail: dict, *, size: int | None = None,
+             exact: bool = True) -> str:
+    """Audit the job (`count`: the items it is to touch) and start it: one
+    batch's worth (`size` targets, default `count`) at once, so the answer
+    shows its result; more on a background thread (the page shows progress)."""
+    audit.record(actor, action, queue=queue, target=f"bulk job {jid}", count=count, detail=detail)
+    bulkjobs.start(jid, BULK_ACTS, wait=exact and (count if size is None else size) <= bulkjobs.INLINE)
     return jid
 
 

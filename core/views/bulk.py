@@ -2,17 +2,21 @@
 and queues pages show after "act on all that match": htmx polls it each
 second until the job is over (a job whose runner is gone runs on: see
 operations.bulk_progress); the whole page otherwise."""
+import re
+
 from django.contrib import messages
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django_htmx.http import HttpResponseLocation
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from queueadmin.core import operations, queries
 
 from .common import page, staff_required
-from .dead import JOB_ID
+
+JOB_ID = re.compile(r"^[0-9a-f]{11,20}$")  # client/bulk.py new_id
 
 SECTIONS = {"dead": "dead", "inflight": "inflight", "requests": "requests", "clear": "queues"}  # the nav's highlight
 
@@ -24,7 +28,7 @@ def bulk_progress(request, jid):
     job = queries.job_view(operations.bulk_progress(jid)) if JOB_ID.match(jid) else None
     if job is None:
         raise Http404("no such bulk job (finished jobs are kept for a day)")
-    if getattr(request, "htmx", False):
+    if getattr(request, "htmx", False) and request.htmx.target == "bulk-progress":  # the panel polling itself
         return render(request, "queueadmin/_bulk_progress.html", {"bulk": job})
     return page(request, "queueadmin/bulk.html", {"bulk": job}, SECTIONS.get(job["kind"], ""))
 
@@ -37,5 +41,13 @@ def after_start(request, jid: str, back: str, done_text: str):
     if job and job["over"] and job["state"] == "done":
         messages.success(request, done_text.format(done=f"{job['done']:,}", skipped=f"{job['skipped']:,}")
                          + (f" {job['skipped']:,} had changed meanwhile and were skipped." if job["skipped"] else ""))
-        return redirect(back)
-    return redirect(reverse("queueadmin:bulk_progress", args=[jid]))
+        return go(request, back)
+    return go(request, reverse("queueadmin:bulk_progress", args=[jid]))
+
+
+def go(request, url: str):
+    """To `url`: for htmx, fetched into the page's main area with the address
+    bar following (HX-Location), so a job's page can be shared and reloaded."""
+    if getattr(request, "htmx", False):
+        return HttpResponseLocation(url, target="#main")
+    return redirect(url)

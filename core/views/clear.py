@@ -11,6 +11,7 @@ from django.views.decorators.http import require_POST
 from queueadmin.core import operations, queries
 from queueadmin.core.audit import Actor
 
+from .bulk import go
 from .common import act_required, confirm
 
 
@@ -34,4 +35,4 @@ def queue_clear(request, name):
                        action_url=reverse("queueadmin:queue_clear", args=[name]), fields=[], back_url=back,
                        section="queues")
     jid = operations.clear_queue(name, actor=Actor.dashboard(request.user))
-    return redirect(reverse("queueadmin:bulk_progress", args=[jid]))
+    return go(request, reverse("queueadmin:bulk_progress", args=[jid]))

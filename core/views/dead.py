@@ -1,7 +1,6 @@
 """Dead letters: items that failed every attempt, with error and traceback;
 search them by error text, processor, queue and time; retry or discard one,
 a selection, or everything the filter matches (a bulk job with progress)."""
-import re
 from collections import defaultdict
 from urllib.parse import urlencode
 
@@ -16,10 +15,10 @@ from queueadmin.core import deadfilter, operations, queries
 from queueadmin.core.audit import Actor
 from queueadmin.core.engine.client.queue_client import QueueError
 
+from .bulk import JOB_ID, go
 from .common import act_required, confirm, page, selected_pairs, staff_required
 
 PAGE_SIZE = 50
-JOB_ID = re.compile(r"^[0-9a-f]{11,20}$")
 
 
 def dead_context(params) -> dict:
@@ -130,7 +129,7 @@ def _act_on_all(request, action: str, filt: str, back: str):
                        danger=action == "discard", action_url=reverse("queueadmin:dead_action"),
                        fields=[("action", action), ("scope", "all"), ("filter", filt)], back_url=back, section="dead")
     jid = operations.bulk_dead(action, parsed.flt, parsed.request, actor=Actor.dashboard(request.user))
-    return redirect(reverse("queueadmin:dead") + "?" + urlencode({**parsed.query(), "bulk": jid}))
+    return go(request, reverse("queueadmin:dead") + "?" + urlencode({**parsed.query(), "bulk": jid}))
 
 
 def _question(action: str, label: str, n: int, matching: bool = False) -> str:

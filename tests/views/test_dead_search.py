@@ -31,7 +31,7 @@ def test_search_by_error_text_is_case_insensitive_and_in_the_url(staff, eng):
     assert page.status_code == 200
     html = page.content.decode()
     assert html.count("ReadTimeout: slow") == 3 and "KeyError" not in html
-    assert "3 match" in html
+    assert "3 matches" in html
     assert 'value="timeout"' in html  # the filter stays in the form, and in the links
     assert "error=timeout" in html
 
@@ -60,10 +60,10 @@ def test_a_search_past_its_budget_says_n_plus_and_pages_by_cursor(staff, eng, mo
     monkeypatch.setattr(dead_queries, "SEARCH_BUDGET", 100)  # a page looks at 100 letters, not 5,000
     make_dead(eng, 300, error=lambda i: "Timeout")
     html = staff.get("/dead/", {"error": "timeout"}).content.decode()
-    assert "100+ match" in html
+    assert "100+ matches" in html
     cursor = re.search(r'href="\?[^"]*cursor=([0-9%A]+)" [^>]*id="next-page"', html)[1]
     second = staff.get("/dead/", {"error": "timeout", "cursor": cursor.replace("%3A", ":")}).content.decode()
-    assert "First page" in second and "100+ match" in second
+    assert "First page" in second and "100+ matches" in second
 
 
 def test_act_on_all_that_match_confirms_n_then_runs_a_bulk_job(staff, eng):
@@ -81,7 +81,7 @@ def test_act_on_all_that_match_confirms_n_then_runs_a_bulk_job(staff, eng):
     page = staff.get(done["Location"]).content.decode()
     assert "600 dead letters sent back to run" in page
     assert AuditEntry.objects.filter(action="bulk_retry_dead", count=600).exists()
-    progress = staff.get(f"/bulk/{jid}/", HTTP_HX_REQUEST="true")
+    progress = staff.get(f"/bulk/{jid}/", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="bulk-progress")
     assert progress.status_code == 200 and 'data-bulk-state="done"' in progress.content.decode()
     assert "hx-trigger" not in progress.content.decode()  # over: the panel stops polling
 
