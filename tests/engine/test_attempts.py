@@ -9,7 +9,7 @@ import pytest
 
 from queueadmin.core.engine import attempts
 from queueadmin.core.engine.config import QueueConfig
-from tests.engine_helpers import burst, wait_for
+from tests.engine_helpers import Threads, burst, wait_for
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -92,3 +92,29 @@ def test_attempts_are_bounded_and_expire_with_the_request(qc):
     assert 0 < qc.redis.pttl(rk.results) <= 60_000  # expires with the request's results
     per_attempt = qc.redis.memory_usage(rk.results) / 20  # two items, ten lines each (and two records)
     assert per_attempt < 400, per_attempt
+
+
+def test_how_a_line_names_an_attempts_end_and_unreadable_lines_are_skipped():
+    stopped = json.loads(attempts.line(2, "h:1:ab", 100.0, 101.5, "retry", "Stopped: stopped by an operator\nmore",
+                                       stop_reason="stopped"))
+    assert (stopped["n"], stopped["o"], stopped["r"], stopped["y"]) == (2, "stopped", 1500, "Stopped: stopped by an operator")
+    assert attempts.line(1, "h:1:ab", 100.0, 101.0, "done", None) == ""
+    assert json.loads(attempts.line(3, "w", 0, 1, "dead", "x" * 1000))["y"].endswith("…")
+    raw = "not json\n" + attempts.line(1, "host:7:ff", 5.0, 6.0, "retry", "E") + "\n[1]\n{\"n\": \"2\"}"
+    (only,) = attempts.parse(raw)
+    assert (only["n"], only["host"], only["pid"], only["outcome"], only["taken_at"]) == (1, "host", 7, "retried", 5.0)
+    assert attempts.timeline(None, {"status": "pending"}) == []
+    running = attempts.timeline(None, {}, {"worker": "h:2:cd", "attempt": 1, "taken_at": 9.0})
+    assert [(a["n"], a["outcome"], a["pid"]) for a in running] == [(1, "running", 2)]
+
+
+def test_an_item_stopped_by_an_operator_shows_a_stopped_attempt(qc):
+    qc.define_queue("stoppable", QueueConfig(max_attempts=1))
+    sub = qc.submit("stoppable", "sleep", [30], dedup=False)
+    with Threads(qc, 1, ["stoppable"]):
+        entry = wait_for(lambda: next((i["entry"] for i in qc.items(sub.id) if i["status"] == "running"), None), 20)
+        assert qc.stop_item(sub.id, entry)
+        wait_for(lambda: qc.status(sub.id)["state"] == "failed", 30)
+    (only,) = timeline(qc, sub.id)
+    assert (only["n"], only["outcome"]) == (1, "stopped")
+    assert only["why"].startswith("Stopped") and only["ran_for"] < 10
