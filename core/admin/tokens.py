@@ -25,6 +25,7 @@ class ApiTokenForm(forms.ModelForm):
 
     scopes = forms.MultipleChoiceField(
         choices=[(s, s) for s in auth.SCOPES], widget=forms.CheckboxSelectMultiple,
+        initial=["read"],  # the least a token is for; a first save with nothing ticked would fail
         help_text="read: requests, results, queues (staff); submit: new requests; steer: cancel, priority, "
                   "concurrency, requeue, retry (submit and steer need queueadmin.change_requestrecord); "
                   "metrics: /metrics.")
