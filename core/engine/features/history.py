@@ -3,18 +3,23 @@ kept in Redis for 14 days, and per-hour points for 90 days, so that the
 dashboard can chart weeks of throughput, failures, waits and run times.
 
 A series is a queue ("q:<name>") or a processor ("p:<dotted name>"). A
-point is a compact text of counters (keys.history_minutes/history_hours):
+point is a compact text of counters (keys.history_minutes/history_hours),
+each an upper-case name and a count in base 36 (lower case):
 
-    d=<done> f=<failed> s=<run ms> x=<longest wait ms> r<i>=<n> ... w<i>=<n> ...
+    D<done> F<failed> S<run ms> X<longest wait ms> R<i><n> ... W<i><n> ...
 
-d and f count outcomes (f = attempts that raised: retried + dead-lettered,
-as stats.py counts them); s is the milliseconds items ran (busy time: s /
-60,000 is the average number in flight over a minute); x is the longest
+without spaces ("D2sF1S9ixXbkRE2sRF1WC2t"): short enough (typically under
+64 bytes) for Redis to keep an hour's 60 points in one compact listpack.
+D and F count outcomes (F = attempts that raised: retried + dead-lettered,
+as stats.py counts them); S is the milliseconds items ran (busy time: S /
+60,000 is the average number in flight over a minute); X is the longest
 wait of the items that started (kept at its largest, not added: the chart
-of how old the oldest waiting item was); r<i> and w<i> count
-run times and waits in bucket i of stats.RUN_BUCKETS and stats.WAIT_BUCKETS
-(i = len(bounds) for the last, open bucket), so p50 and p95 of any span
-are read back by adding points. Only counters that are not zero are kept.
+of how old the oldest waiting item was); R<i> and W<i> count run times and
+waits in bucket i (A = 0, B = 1, ...) of stats.RUN_BUCKETS and
+stats.WAIT_BUCKETS (i = len(bounds) for the last, open bucket), so p50 and
+p95 of any span are read back by adding points. Only counters that are not
+zero are kept. The worker's figures for /metrics (stats.py) are counted
+from the same buckets, so an item is bucketed once for both.
 
 Workers write it in the round trip that already carries their figures (at
 most once a second while busy, outcomes.py): one `history_add` call per
@@ -40,7 +45,20 @@ KEEP_HOURS = 91 * 86400  # 90 days of per-hour points
 QUEUE, PROCESSOR = "q:", "p:"
 # Off only for the benchmark that measures what writing the history costs a worker (bench/history.py).
 ENABLED = True
-_PAIR = re.compile(r"([a-z]+)(\d*)=(\d+)")
+_PAIR = re.compile(r"([A-Z][A-Z]?)([0-9a-z]+)")
+_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
+_INDEX = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"  # a bucket's index as one letter (there are at most 21 buckets)
+
+
+def b36(n: int) -> str:
+    """A count in base 36, lower case (the script writes its sums the same way)."""
+    if n <= 0:
+        return "0"
+    out = ""
+    while n:
+        n, d = divmod(n, 36)
+        out = _DIGITS[d] + out
+    return out
 
 
 def queue_series(name: str) -> str:
@@ -61,35 +79,42 @@ class Point:
     max_wait_ms: int = 0
     run: list[int] = field(default_factory=lambda: [0] * (len(RUN_BUCKETS) + 1))
     wait: list[int] = field(default_factory=lambda: [0] * (len(WAIT_BUCKETS) + 1))
+    # seconds observed by this worker and not yet written (not in the text: S is run_ms + run_s in ms);
+    # stats.py's sums come from them
+    run_s: float = field(default=0.0, compare=False)
+    wait_s: float = field(default=0.0, compare=False)
 
     @classmethod
     def parse(cls, text: str) -> "Point":
         """A point's text as written by `encode` (unknown names are skipped:
         a newer worker may add counters)."""
         p = cls()
-        for name, i, n in _PAIR.findall(text):
-            p._put(name, i, int(n))
+        for name, n in _PAIR.findall(text):
+            p._put(name, int(n, 36))
         return p
 
-    def _put(self, name: str, i: str, n: int) -> None:
-        if name == "d":
+    def _put(self, name: str, n: int) -> None:
+        if name == "D":
             self.done += n
-        elif name == "f":
+        elif name == "F":
             self.failed += n
-        elif name == "s":
+        elif name == "S":
             self.run_ms += n
-        elif name == "x":
+        elif name == "X":
             self.max_wait_ms = max(self.max_wait_ms, n)
-        elif name in ("r", "w") and i:
-            counts = self.run if name == "r" else self.wait
-            if int(i) < len(counts):
-                counts[int(i)] += n
+        elif len(name) == 2 and name[0] in "RW":
+            counts = self.run if name[0] == "R" else self.wait
+            i = _INDEX.index(name[1])
+            if i < len(counts):
+                counts[i] += n
 
     def add(self, other: "Point") -> None:
         self.done += other.done
         self.failed += other.failed
         self.run_ms += other.run_ms
         self.max_wait_ms = max(self.max_wait_ms, other.max_wait_ms)
+        self.run_s += other.run_s
+        self.wait_s += other.wait_s
         self.run = [a + b for a, b in zip(self.run, other.run)]
         self.wait = [a + b for a, b in zip(self.wait, other.wait)]
 
@@ -100,21 +125,25 @@ class Point:
             self.done += 1
         elif outcome_failed:
             self.failed += 1
-        took = max(0.0, took)
-        self.run_ms += int(took * 1000)
+        if took < 0.0:
+            took = 0.0
+        self.run_s += took
         self.run[bisect.bisect_left(RUN_BUCKETS, took)] += 1
         if wait is not None:
-            wait = max(0.0, wait)
+            if wait < 0.0:  # clock skew between machines (stats.py)
+                wait = 0.0
+            self.wait_s += wait
             self.wait[bisect.bisect_left(WAIT_BUCKETS, wait)] += 1
             if wait * 1000 > self.max_wait_ms:
                 self.max_wait_ms = int(wait * 1000)
 
     def encode(self) -> str:
-        parts = [f"{name}={n}" for name, n in (("d", self.done), ("f", self.failed), ("s", self.run_ms),
-                                                     ("x", self.max_wait_ms)) if n]
-        parts += [f"r{i}={n}" for i, n in enumerate(self.run) if n]
-        parts += [f"w{i}={n}" for i, n in enumerate(self.wait) if n]
-        return " ".join(parts)
+        run_ms = self.run_ms + int(self.run_s * 1000)
+        parts = [name + b36(n) for name, n in (("D", self.done), ("F", self.failed), ("S", run_ms),
+                                               ("X", self.max_wait_ms)) if n]
+        parts += ["R" + _INDEX[i] + b36(n) for i, n in enumerate(self.run) if n]
+        parts += ["W" + _INDEX[i] + b36(n) for i, n in enumerate(self.wait) if n]
+        return "".join(parts)
 
     def run_p(self, q: float) -> float | None:
         """The q-quantile (0..1) of run times, in seconds; None without any."""
@@ -125,7 +154,7 @@ class Point:
 
     def busy(self, seconds: float) -> float:
         """The average number of items in flight over `seconds` (run time / span)."""
-        return self.run_ms / 1000 / seconds if seconds else 0.0
+        return (self.run_ms / 1000 + self.run_s) / seconds if seconds else 0.0
 
 
 def quantile(counts: list[int], bounds: tuple[float, ...], q: float) -> float | None:
@@ -173,12 +202,13 @@ class Recorder:
                     out[series].add(point)
         return out
 
-    def put(self, store, trip, minute: int) -> None:
-        """Add the batch to minute `minute`'s points on `trip` (run by the caller)."""
+    def put(self, store, trip, minute: int, series: dict[str, Point] | None = None) -> None:
+        """Add the batch (`by_series`, when the caller has it) to minute
+        `minute`'s points on `trip` (run by the caller)."""
         if not ENABLED:
             return
-        for series, point in self.by_series().items():
-            write(store, series, minute, point, trip)
+        for name, point in (self.by_series() if series is None else series).items():
+            write(store, name, minute, point, trip)
 
     def clear(self) -> None:
         self.points = {}

@@ -10,7 +10,7 @@ One hash per queue (`keys.stats(queue)`, no expiry): counters only go up.
                                      observations in (previous bound, le]
     run:sum, wait:sum                seconds (HINCRBYFLOAT)
 
-A worker calls `record` on the pipeline of a round trip it makes anyway, at
+A worker calls `record_buckets` on the pipeline of a round trip it makes anyway, at
 most once a second while busy and at once when it goes idle (claims.py,
 FIGURES_EVERY); that adds only HINCRBY/HINCRBYFLOAT commands, one per field
 that changed.
@@ -65,7 +65,26 @@ def record(pipe, keys: Keys, queue: str, *, done: int = 0, failed: int | None = 
                       "dead": dead})
     sums = {"run:sum": _observe(fields, "run", RUN_BUCKETS, run_times),
             "wait:sum": _observe(fields, "wait", WAIT_BUCKETS, waits)}
-    key = keys.stats(queue)
+    _send(pipe, keys.stats(queue), fields, sums)
+
+
+def record_buckets(pipe, keys: Keys, queue: str, *, done: int = 0, failed: int | None = None, retried: int = 0,
+                   dead: int = 0, run_counts: Iterable[int] = (), wait_counts: Iterable[int] = (),
+                   run_sum: float = 0.0, wait_sum: float = 0.0) -> None:
+    """`record` with the run times and waits already counted per bucket (i:
+    the i-th bound of RUN_BUCKETS / WAIT_BUCKETS, the last one +Inf) and
+    summed: how a worker sends them, having bucketed each item once for
+    these figures and the metrics history (history.Point)."""
+    fields = Counter({"done": done, "failed": retried + dead if failed is None else failed, "retried": retried,
+                      "dead": dead})
+    for name, counts in (("run", run_counts), ("wait", wait_counts)):
+        for label, n in zip(_LABELS[name], counts):
+            if n:
+                fields[label] += n
+    _send(pipe, keys.stats(queue), fields, {"run:sum": run_sum, "wait:sum": wait_sum})
+
+
+def _send(pipe, key: str, fields: Counter, sums: dict) -> None:
     for name, n in fields.items():
         if n:
             pipe.hincrby(key, name, n)
@@ -79,8 +98,9 @@ OUTCOMES = {"done": "done", "retry": "retried", "dead": "dead"}
 
 
 def batch() -> dict:
-    """Empty `record` arguments, for a worker to fill between round trips."""
-    return {"done": 0, "retried": 0, "dead": 0, "run_times": [], "waits": []}
+    """Empty outcome counts of `record_buckets`, for a worker to fill between
+    round trips (its run times and waits go to a history.Recorder)."""
+    return {"done": 0, "retried": 0, "dead": 0}
 
 
 def enqueued_at(entry_id: str) -> float:

@@ -155,11 +155,8 @@ class Outcomes:
         figures = self.stats.get(item.queue) or self.stats.setdefault(item.queue, stats.batch())
         if outcome in stats.OUTCOMES:
             figures[stats.OUTCOMES[outcome]] += 1
-        figures["run_times"].append(took)
         wait = item.started - stats.enqueued_at(item.entry) if item.attempt == 1 else None
-        if wait is not None:
-            figures["waits"].append(wait)
-        self.history.observe(item.queue, item.processor, _FAILED.get(outcome), took, wait)
+        self.history.observe(item.queue, item.processor, _FAILED.get(outcome), took, wait)  # bucketed once, for both
         level = logging.DEBUG if outcome == "done" else logging.WARNING
         if log.isEnabledFor(level):
             log.log(level, "item %s#%s %s in %.3fs%s", item.rid, item.index, outcome, took,
@@ -225,9 +222,12 @@ class Outcomes:
             trip.pipe.hincrby(tp, "done", done)
             trip.pipe.hincrby(tp, "failed", failed)
             trip.pipe.expire(tp, 3600)
+        series = self.history.by_series()
         for q, batch in self.stats.items():
-            stats.record(trip.pipe, self.keys, q, **batch)
-        self.history.put(self.store, trip, minute)
+            p = series.get(history.queue_series(q)) or history.Point()
+            stats.record_buckets(trip.pipe, self.keys, q, **batch, run_counts=p.run, wait_counts=p.wait,
+                                 run_sum=p.run_s, wait_sum=p.wait_s)
+        self.history.put(self.store, trip, minute, series)
 
     def sent(self, figures: bool) -> None:
         """The round trip reached Redis: the acknowledged items are no longer

@@ -120,13 +120,37 @@ def test_percentiles_are_read_back_from_the_buckets():
     assert history.Point().run_p(0.5) is None
 
 
+NAMES = ["D", "F", "S", "X", "Q"] + [k + chr(65 + i) for k in "RW" for i in range(22)]  # Q, RV/WV: unknown
+
+
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from("dfsrwxy"), st.integers(0, 30), st.integers(0, 10**9)), max_size=30))
+@given(st.lists(st.tuples(st.sampled_from(NAMES), st.integers(0, 10**12)), max_size=30))
 def test_any_point_text_parses_and_encodes_back_to_the_same_counters(pairs):
-    text = " ".join(f"{n}{i if n in 'rw' else ''}={c}" for n, i, c in pairs)
+    text = "".join(name + history.b36(n) for name, n in pairs)
     p = history.Point.parse(text)
     again = history.Point.parse(p.encode())
     assert again == p
+
+
+def test_a_busy_minute_fits_a_compact_hash_entry():
+    p = history.Point(done=4321, failed=17, run_ms=1_234_567, max_wait_ms=45_678)
+    for i in (5, 6, 7, 8):
+        p.run[i] += 900
+    for i in (3, 4, 5, 6):
+        p.wait[i] += 900
+    assert len(p.encode()) <= 64  # Redis keeps an hour's points in one listpack (hash-max-listpack-value)
+    assert history.Point.parse(p.encode()) == p
+
+
+def test_the_script_adds_as_the_reader_expects(r):
+    store = Store(r, prefix="hx")
+    a, b = history.Point(done=35, run_ms=1000), history.Point(done=1, failed=36**3, run_ms=5)
+    a.run[3] = 40
+    b.run[3] = 2
+    history.write(store, "q:a", 29_000_000, a)
+    history.write(store, "q:a", 29_000_000, b)
+    (got,) = history.read(r, store.keys, ["q:a"], 29_000_000, 29_000_000, 1)
+    assert (got.done, got.failed, got.run_ms, got.run[3]) == (36, 36**3, 1005, 42)
 
 
 def test_queue_latency_is_the_age_of_the_oldest_waiting_item(qc):

@@ -1,0 +1,200 @@
+"""The metrics history (issue 22, items 1 and 2): what it costs. Prints a table.
+
+1. Redis memory of 14 days of per-minute points (and the per-hour points the
+   same writes make) for 20 queues and 10 processors, every minute busy
+   (the worst case: a minute without items writes nothing), written at
+   injected times through the one script workers use (history_add); the
+   90 days of per-hour points are the measured per-day cost times 91.
+2. A worker's CPU per item with and without the history writes, in the
+   same run, interleaved (history.ENABLED switched off for the rounds
+   without; the only switch, kept for this bench): in-process burst
+   workers draining requests of `echo` (the engine's own overhead, where
+   a few microseconds show most), CPU time of this process per item.
+3. The overview's server time (full page, Django's test client) with
+   100,000 dead letters made for real (the `fail` processor drained by
+   `queue_worker --burst`) and the 14 days of history above, at the
+   default range (1 h) and at 24 h and 14 days; and the charts' partial.
+
+Everything runs on 127.0.0.1: its own redis-server on a free port, its own
+SQLite file, its own worker processes; all stopped at the end (by pid).
+
+    bin/bench history                               # as above
+    bin/bench history --dead 20000 --rounds 4 --items 2000   # quick
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.dashboard import bench_user, pct, setup  # noqa: E402
+
+QUEUES, PROCESSORS, DAYS = 20, 10, 14
+
+
+def fill_history(queues: list[str], processors: list[str], days: int) -> float:
+    """Every minute of `days` days for each series; returns seconds taken."""
+    from queueadmin.core import services
+    from queueadmin.core.engine.features import history
+    from queueadmin.core.engine.store import Store
+
+    eng = services.engine()
+    store = Store(eng.redis, prefix=eng.keys.prefix)
+    rnd = random.Random(1)
+    now = int(time.time() // 60)
+    series = [history.queue_series(q) for q in queues] + [history.processor_series(p) for p in processors]
+    started = time.perf_counter()
+    for s in series:
+        trip = store.trip()
+        for m in range(now - days * 1440 + 1, now + 1):
+            p = history.Point(done=rnd.randint(50, 5000), failed=rnd.randint(0, 40), run_ms=rnd.randint(10**4, 10**7),
+                              max_wait_ms=rnd.randint(0, 60_000))
+            for _ in range(4):  # a typical minute fills a few neighbouring buckets
+                p.run[rnd.randint(4, 9)] += rnd.randint(1, 1000)
+                p.wait[rnd.randint(3, 10)] += rnd.randint(1, 1000)
+            history.write(store, s, m, p, trip)
+            if len(trip.pipe.command_stack) >= 2000:
+                trip.run()
+                trip = store.trip()
+        trip.run()
+    return time.perf_counter() - started
+
+
+def history_memory(queues, processors) -> dict:
+    """Bytes of the minute hashes and of the hour hashes (MEMORY USAGE, every key)."""
+    from queueadmin.core import services
+
+    r = services.engine().redis
+    sizes = {"m": 0, "h": 0}
+    counts = {"m": 0, "h": 0}
+    keys = list(r.scan_iter(match="*{h:*", count=5000))
+    pipe = r.pipeline(transaction=False)
+    for k in keys:
+        pipe.memory_usage(k, samples=0)
+    for k, n in zip(keys, pipe.execute()):
+        kind = k.rsplit(":", 2)[-2]
+        sizes[kind] += n or 0
+        counts[kind] += 1
+    return {"keys": counts, "bytes": sizes, "used_memory": r.info("memory")["used_memory"]}
+
+
+def cpu_per_item(rounds: int, items: int) -> tuple[list[float], list[float]]:
+    """µs of this process's CPU per item, with and without the history
+    writes, rounds interleaved (on, off, off, on, ...) so drift hits both."""
+    from queueadmin.core import services
+    from queueadmin.core.engine.features import history
+    from queueadmin.core.engine.runtime.processors import Processors
+    from queueadmin.core.engine.runtime.worker import Worker
+
+    eng = services.engine()
+    with_h, without = [], []
+    for i in range(rounds * 2):
+        on = (i % 4) in (0, 3)
+        history.ENABLED = on
+        for _ in range(items // 100):
+            eng.submit("default", "echo", [f"x{j}" for j in range(100)], concurrency=4, dedup=False)
+        w = Worker(eng, ["default"], Processors({"echo": "queueadmin.core.engine.runtime.processors.echo"}),
+                   burst=True, install_signals=False, threads=4)
+        t = time.process_time()
+        w.work()
+        (with_h if on else without).append((time.process_time() - t) / items * 1e6)
+    history.ENABLED = True
+    return with_h, without
+
+
+def time_overview(runs: int) -> list[tuple[str, float, float]]:
+    from django.test import Client
+
+    c = Client()
+    c.force_login(bench_user())
+    cases = [("overview, full page (charts at 1 h)", lambda: c.get("/")),
+             ("overview, full page, charts at 24 h", lambda: c.get("/?range=24h")),
+             ("overview, full page, charts at 14 days", lambda: c.get("/?range=14d")),
+             ("charts partial (every queue), 1 h", lambda: c.get("/charts/?range=1h", headers={"HX-Request": "true"})),
+             ("charts partial (every queue), 14 days", lambda: c.get("/charts/?range=14d",
+                                                                     headers={"HX-Request": "true"})),
+             ("one queue's page, 24 h", lambda: c.get("/queues/q00/?range=24h"))]
+    rows = []
+    for name, fn in cases:
+        assert fn().status_code == 200, name
+        times = []
+        for _ in range(runs):
+            t = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t) * 1000)
+        rows.append((name, statistics.median(times), pct(times, 95)))
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dead", type=int, default=100_000, help="dead letters to make")
+    ap.add_argument("--rounds", type=int, default=6, help="CPU rounds with, and as many without, the history")
+    ap.add_argument("--items", type=int, default=5000, help="items per CPU round")
+    ap.add_argument("--runs", type=int, default=20, help="timed runs of each page")
+    args = ap.parse_args()
+    from bench.pages import drain, populate
+
+    load = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="qa-bench-history-") as d:
+        tmp = Path(d)
+        redis_proc = setup(tmp)
+        try:
+            from queueadmin.core import services
+            from queueadmin.core.models import Queue
+
+            queues = [f"q{i:02d}" for i in range(QUEUES)]
+            for q in queues:
+                Queue.objects.update_or_create(name=q)
+            services.sync_queues()
+            processors = [f"app.tasks.job_{i}" for i in range(PROCESSORS)]
+            before = services.engine().redis.info("memory")["used_memory"]
+            took = fill_history(queues, processors, DAYS)
+            mem = history_memory(queues, processors)
+            with_h, without = cpu_per_item(args.rounds, args.items)
+            ids = populate(args.dead, 0, 100)
+            per = max(1, (args.dead - args.dead // 10) // 100)
+            made = per * 100 + args.dead // 10
+            drain(tmp, "doomed", made, 0, ids["doomed"], None)
+            pages = time_overview(args.runs)
+        finally:
+            from queueadmin.core import embedded
+
+            embedded.stop(redis_proc)
+    n_series = QUEUES + PROCESSORS
+    minute_mb, hour_bytes = mem["bytes"]["m"] / 1e6, mem["bytes"]["h"]
+    hour_days = mem["keys"]["h"] / n_series
+    hour_90_mb = hour_bytes / hour_days * 91 / 1e6
+    on, off = statistics.median(with_h), statistics.median(without)
+    print(f"\nqueueadmin metrics history — {QUEUES} queues + {PROCESSORS} processors = {n_series} series, "
+          f"{DAYS} days of points every minute; {os.cpu_count()} CPUs, load average {load:.1f} at start, "
+          f"{os.getloadavg()[0]:.1f} at end\n")
+    print("| measure | value |")
+    print("|---|---|")
+    print(f"| per-minute points, {DAYS} days, {n_series} series ({mem['keys']['m']:,} hashes) | {minute_mb:.1f} MB "
+          f"({mem['bytes']['m'] / n_series / (DAYS * 1440):.0f} bytes a point) |")
+    print(f"| per-hour points, {hour_days:.0f} days written ({mem['keys']['h']:,} hashes) | "
+          f"{hour_bytes / 1e6:.2f} MB |")
+    print(f"| budget: 14 days per minute + 91 days per hour, {n_series} series | {minute_mb + hour_90_mb:.1f} MB "
+          f"({(minute_mb + hour_90_mb) / n_series:.2f} MB a series, whatever the traffic) |")
+    print(f"| used_memory grew by (the whole server, as INFO says) | {(mem['used_memory'] - before) / 1e6:.1f} MB |")
+    print(f"| writing {DAYS} days x {n_series} series at injected times | {took:.1f} s |")
+    print(f"| worker CPU per item, history on (median of {len(with_h)} rounds of {args.items:,}) | {on:.1f} µs "
+          f"({', '.join(f'{x:.0f}' for x in with_h)}) |")
+    print(f"| worker CPU per item, history off (median of {len(without)}) | {off:.1f} µs "
+          f"({', '.join(f'{x:.0f}' for x in without)}) |")
+    print(f"| difference | {(on - off) / off * 100:+.1f} % (goal: at most +3 %) |")
+    for name, med, p95 in pages:
+        print(f"| {name}, {made:,} dead letters | median {med:.1f} ms, p95 {p95:.1f} ms |")
+
+
+if __name__ == "__main__":
+    main()
