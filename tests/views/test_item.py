@@ -124,3 +124,25 @@ def test_any_request_id_or_index_gives_a_page_or_a_404_never_a_5xx(staff, eng):
             assert f"Item #{int(index)}".encode() in response.content
 
     visit()
+
+
+def test_items_of_a_streamed_request_are_found_and_a_retried_copy_wins(eng, flaky):
+    """Items added in several calls have ids of several milliseconds (a binary
+    search finds each); a dead letter sent back runs as a copy at the end."""
+    from queueadmin.core.queries.item import item
+
+    sub = eng.begin("flaky", "fail")
+    for start in range(0, 60, 7):
+        eng.add(sub.id, [f"p{i}" for i in range(start, min(60, start + 7))])
+        time.sleep(0.003)
+    eng.finalize(sub.id)
+    assert [item(sub.id, i)["payload"] for i in range(60)] == [f"p{i}" for i in range(60)]
+    assert item(sub.id, 60) is None and item(sub.id, -1) is None
+    while eng.status(sub.id)["state"] != "failed":
+        burst(eng, ["flaky"])
+    dead = {d["index"]: d["entry"] for d in eng.dead_letters(sub.id)}
+    eng.retry_dead(sub.id, [dead[41]])
+    again = item(sub.id, 41)
+    assert again["entry"] != dead[41] and again["status"] == "pending" and again["payload"] == "p41"
+    assert [a["outcome"] for a in again["attempts"]] == ["retried", "retried", "dead"]  # the history stays
+    assert item(sub.id, 40)["entry"] == dead[40] and item(sub.id, 40)["status"] == "failed"
