@@ -17,7 +17,7 @@ from queueadmin.core import operations, services
 from queueadmin.core.audit import Actor, AuditEntry
 from queueadmin.core.engine.config import QueueConfig
 from queueadmin.core.engine.errors import QueueError
-from queueadmin.core.models import ApiToken, PeriodicRequest, Queue
+from queueadmin.core.models import ApiToken, Queue
 from tests.engine_helpers import burst
 from tests.views.test_views import register_worker, take_without_ack
 
