@@ -51,6 +51,7 @@ def fill_history(queues: list[str], processors: list[str], days: int) -> float:
     rnd = random.Random(1)
     now = int(time.time() // 60)
     series = [history.queue_series(q) for q in queues] + [history.processor_series(p) for p in processors]
+    series.append(history.ALL)  # what workers add for the overview
     started = time.perf_counter()
     for s in series:
         trip = store.trip()
@@ -169,12 +170,12 @@ def main():
             from queueadmin.core import embedded
 
             embedded.stop(redis_proc)
-    n_series = QUEUES + PROCESSORS
+    n_series = QUEUES + PROCESSORS + 1  # and the one of every queue together (history.ALL)
     minute_mb, hour_bytes = mem["bytes"]["m"] / 1e6, mem["bytes"]["h"]
     hour_days = mem["keys"]["h"] / n_series
     hour_90_mb = hour_bytes / hour_days * 91 / 1e6
     on, off = statistics.median(with_h), statistics.median(without)
-    print(f"\nqueueadmin metrics history — {QUEUES} queues + {PROCESSORS} processors = {n_series} series, "
+    print(f"\nqueueadmin metrics history — {QUEUES} queues + {PROCESSORS} processors + all = {n_series} series, "
           f"{DAYS} days of points every minute; {os.cpu_count()} CPUs, load average {load:.1f} at start, "
           f"{os.getloadavg()[0]:.1f} at end\n")
     print("| measure | value |")

@@ -60,7 +60,8 @@ def history_charts(queue: str | None, rng: Range, latency_now: float) -> dict:
     `latency_now` (seconds) is the live right edge of the latency chart."""
     names = [queue] if queue else queue_names()
     start, end, n = window(rng)
-    points = history.read(rdb(), keys(), [history.queue_series(q) for q in names], start, end, rng.step)
+    series = [history.queue_series(queue)] if queue else [history.ALL]
+    points = history.read(rdb(), keys(), series, start, end, rng.step)
     step_s = rng.step * 60
     times = [(start + i * rng.step) * 60 for i in range(n)]
     # each point's span in minutes; the last one, still filling, only as far as now (its rates are not diluted)

@@ -42,6 +42,7 @@ def fortnight(redis_url_queue: str, store: Store, seed: int = 7) -> None:
         p.run_ms = int(p.done * 180)
         p.max_wait_ms = int(1000 * (0.5 + rnd.random() * (8 if slow else 2)))
         history.write(store, history.queue_series(redis_url_queue), m, p, trip)
+        history.write(store, history.ALL, m, p, trip)  # workers add every point to the overview's series too
         if len(trip.pipe.command_stack) > 500:
             trip.run()
             trip = store.trip()

@@ -2,7 +2,8 @@
 kept in Redis for 14 days, and per-hour points for 90 days, so that the
 dashboard can chart weeks of throughput, failures, waits and run times.
 
-A series is a queue ("q:<name>") or a processor ("p:<dotted name>"). A
+A series is a queue ("q:<name>"), a processor ("p:<dotted name>") or every
+queue together ("all", what the overview charts). A
 point is a compact text of counters (keys.history_minutes/history_hours),
 each an upper-case name and a count in base 36 (lower case):
 
@@ -43,6 +44,7 @@ from queueadmin.core.engine.store.keys import Keys
 KEEP_MINUTES = 15 * 86400  # 14 days of per-minute points, and a day's margin for the hour being written
 KEEP_HOURS = 91 * 86400  # 90 days of per-hour points
 QUEUE, PROCESSOR = "q:", "p:"
+ALL = "all"  # every queue together: the overview reads one series, whatever the number of queues
 # Off only for the benchmark that measures what writing the history costs a worker (bench/history.py).
 ENABLED = True
 _PAIR = re.compile(r"([A-Z][A-Z]?)([0-9a-z]+)")
@@ -88,10 +90,13 @@ class Point:
     def parse(cls, text: str) -> "Point":
         """A point's text as written by `encode` (unknown names are skipped:
         a newer worker may add counters)."""
-        p = cls()
+        return cls().add_text(text)
+
+    def add_text(self, text: str) -> "Point":
+        """Add a point's text to this one (reading many points costs no Point each)."""
         for name, n in _PAIR.findall(text):
-            p._put(name, int(n, 36))
-        return p
+            self._put(name, int(n, 36))
+        return self
 
     def _put(self, name: str, n: int) -> None:
         if name == "D":
@@ -104,7 +109,7 @@ class Point:
             self.max_wait_ms = max(self.max_wait_ms, n)
         elif len(name) == 2 and name[0] in "RW":
             counts = self.run if name[0] == "R" else self.wait
-            i = _INDEX.index(name[1])
+            i = ord(name[1]) - 65  # A = 0
             if i < len(counts):
                 counts[i] += n
 
@@ -115,8 +120,10 @@ class Point:
         self.max_wait_ms = max(self.max_wait_ms, other.max_wait_ms)
         self.run_s += other.run_s
         self.wait_s += other.wait_s
-        self.run = [a + b for a, b in zip(self.run, other.run)]
-        self.wait = [a + b for a, b in zip(self.wait, other.wait)]
+        for mine, theirs in ((self.run, other.run), (self.wait, other.wait)):
+            for i, n in enumerate(theirs):
+                if n:
+                    mine[i] += n
 
     def observe(self, outcome_failed: bool | None, took: float, wait: float | None) -> None:
         """One finished attempt: done (False), failed (True) or neither (None:
@@ -191,10 +198,10 @@ class Recorder:
         point.observe(failed, took, wait)
 
     def by_series(self) -> dict[str, Point]:
-        """The batch summed per queue and per processor."""
+        """The batch summed per queue, per processor and for all (ALL)."""
         out: dict[str, Point] = {}
         for (queue, processor), point in self.points.items():
-            for series in (queue_series(queue), processor_series(processor)):
+            for series in (queue_series(queue), processor_series(processor), ALL):
                 if series in out:
                     out[series].add(point)
                 else:
@@ -246,7 +253,7 @@ def read(redis, keys: Keys, series: list[str], start: int, end: int, step: int) 
         for f, text in raw.items():
             minute = base + int(_s(f)) * unit
             if start <= minute <= end:  # hourly: `start` is a whole hour (the caller aligns it)
-                out[(minute - start) // step].add(Point.parse(_s(text)))
+                out[(minute - start) // step].add_text(_s(text))
     return out
 
 

@@ -41,6 +41,8 @@ def test_a_workers_real_runs_write_points_per_queue_and_per_processor(qc):
     assert (q2.done, q2.failed) == (0, 4)  # two items, two attempts each
     assert sum(default.run) == 7 and sum(default.wait) == 7  # run time and wait of every first attempt
     assert sum(q2.run) == 4 and sum(q2.wait) == 2  # retries have a run time but no wait from enqueue
+    everything = sum_points(read_now(qc, [history.ALL]))  # the overview's series: every queue together
+    assert (everything.done, everything.failed) == (7, 4)
     echo = sum_points(read_now(qc, [history.processor_series(ECHO)]))
     assert echo.done == 7
     assert sum_points(read_now(qc, [history.processor_series(FAIL)])).failed == 4
