@@ -110,3 +110,16 @@ def test_any_search_input_is_a_200_or_a_clear_400(eng, api, params):
     # the filter as understood round-trips: asking with it again gives the same filter
     again = api.get("/api/v1/dead-letters?" + urlencode(body["filter"]))
     assert again.status_code == 200 and again.json()["filter"] == body["filter"]
+
+
+@hsettings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.one_of(st.dictionaries(st.sampled_from(["error", "processor", "queue", "from", "to", "request", "colour"]),
+                                 st.one_of(st.text(max_size=30), st.integers(), st.none(), st.booleans())),
+                 st.lists(st.integers(), max_size=3), st.text(max_size=20)))
+def test_any_bulk_body_is_a_202_or_a_clear_4xx(eng, api, flt):
+    answer = api.post("/api/v1/bulk/dead-letters/discard", {"filter": flt})
+    assert answer.status_code in (202, 400), (flt, answer.content)
+    if answer.status_code == 202:
+        assert answer.json()["kind"] == "dead"
+    else:
+        assert answer.json()["error"]

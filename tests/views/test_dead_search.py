@@ -137,3 +137,21 @@ def test_cancel_all_matching_requests_is_a_bulk_job_past_one_batch(staff, eng):
     wait_for(lambda: all(eng.status(rid)["state"] == "cancelled" for rid in many[-5:]), timeout=60)
     job = wait_for(lambda: (j := bulkjobs.jobs().get(started["Location"].rstrip("/").rsplit("/", 1)[1])) and j["over"] and j)
     assert job["done"] == 510 and job["targets"] == 510
+
+
+def test_a_job_whose_web_process_ended_is_resumed_when_its_progress_is_read(staff, eng):
+    """A job left running with no runner (its process ended mid-job: its lease
+    lapsed) goes on from its saved cursor at the next look at its progress."""
+    from queueadmin.core.engine.client.bulk import BulkRun
+    from queueadmin.core.engine.client.deadscan import DeadFilter
+    rid = make_dead(eng, 1500)
+    jobs = bulkjobs.jobs()
+    jid = jobs.create("dead", "discard", [rid], flt=DeadFilter(), expected=1500)
+    first = BulkRun(jobs, bulkjobs.dead_scan(), jid, lambda pairs: (len(pairs), 0))  # a batch "done", then the end
+    assert jobs.claim(jid, first.runner) and first.step()
+    eng.redis.delete(eng.keys.bulk_runner(jid))  # the lease lapsed with its process
+    page = staff.get(f"/bulk/{jid}/")
+    assert page.status_code == 200
+    job = wait_for(lambda: (j := jobs.get(jid)) and j["over"] and j, timeout=60)
+    assert job["state"] == "done" and job["looked"] == 1500
+    assert eng.redis.zcard(eng.keys.request(rid).dead) == 500  # the first batch was "done" by a runner that acted on nothing

@@ -17,6 +17,7 @@ from queueadmin.core.engine.client.deadscan import DeadFilter, DeadScan, parse_c
 from queueadmin.core.engine.errors import QueueError
 from queueadmin.core.engine.store.keys import GROUP
 
+BACKENDS = ("single", "cluster")  # each test runs on one server and on a local cluster (conftest)
 pytestmark = pytest.mark.timeout(300)
 
 
@@ -159,6 +160,7 @@ def test_target_list_jobs_and_stop(qc):
         jobs.create("dead", "cancel", [])
 
 
+@pytest.mark.parametrize("backend", ["single"], indirect=True)  # the cluster runs the same code, slower
 def test_100000_matching_dead_letters_in_bounded_memory_and_time(qc):
     rids = [make_dead(qc, 25_000, error=lambda i: f"ReadTimeout after {i} ms") for _ in range(4)]
     jobs, scan = BulkJobs(qc.redis, qc.keys), scan_of(qc)
