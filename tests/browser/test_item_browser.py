@@ -78,3 +78,19 @@ def test_screenshots_phone_and_desktop(chromium, dashboard, queues, worker_procs
         shot(pg, f"item-{width}-{scheme}")
         assert pg.errors == []
         context.close()
+
+
+def test_a_sigkilled_workers_attempt_shows_as_lease_expired(page, queues, worker_procs, submit_many):
+    queues.define_queue("crashy", QueueConfig(lease_seconds=1))
+    [rid] = submit_many([{"queue": "crashy", "processor": "sleep", "items": [1.0, 1.0]}])
+    victim = worker_procs.start("crashy", 1, False, "", "--threads", "2")
+    wait_for(lambda: queues.status(rid)["in_flight"] == 2, 20, interval=0.02, message=worker_procs.logs())
+    worker_procs.kill(victim)
+    worker_procs.start("crashy")
+    wait_for(lambda: queues.status(rid)["state"] == "completed", 40, message=worker_procs.logs())
+    page.goto(f"/requests/{rid}/items/0/")
+    page.wait_for_selector("#attempts li.tl")
+    assert outcomes(page) == ["lease-expired", "done"]
+    assert f"pid {victim.pid}" in page.inner_text("#attempts li.tl >> nth=0")
+    assert "lease ran out" in page.inner_text("#attempts")
+    shot(page, "item-lease-expired-1440-light")
