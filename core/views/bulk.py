@@ -3,6 +3,7 @@ and queues pages show after "act on all that match": htmx polls it each
 second until the job is over (a job whose runner is gone runs on: see
 operations.bulk_progress); the whole page otherwise."""
 import re
+from urllib.parse import urlsplit
 
 from django.contrib import messages
 from django.http import Http404
@@ -29,8 +30,14 @@ def bulk_progress(request, jid):
     if job is None:
         raise Http404("no such bulk job (finished jobs are kept for a day)")
     if getattr(request, "htmx", False) and request.htmx.target == "bulk-progress":  # the panel polling itself
+        if job["over"] and _on_dead_letters(request):  # the list under the panel changed: show it anew
+            return HttpResponseLocation(request.htmx.current_url, target="#main")
         return render(request, "queueadmin/_bulk_progress.html", {"bulk": job})
     return page(request, "queueadmin/bulk.html", {"bulk": job}, SECTIONS.get(job["kind"], ""))
+
+
+def _on_dead_letters(request) -> bool:
+    return urlsplit(request.htmx.current_url or "").path == reverse("queueadmin:dead")
 
 
 def after_start(request, jid: str, back: str, done_text: str):
