@@ -3,6 +3,7 @@ by who, through which door, what, queue, request and time; paged. Readable
 by all staff; nothing here changes an entry (there is no POST)."""
 from __future__ import annotations
 
+import re
 from datetime import timedelta, timezone as dt_timezone
 
 from django import forms
@@ -18,6 +19,7 @@ from .common import RID, page, staff_required
 
 PAGE_SIZE = 50
 TIME_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d"]
+ACTION_NAME = re.compile(r"^[a-z][a-z_]{0,63}$")
 SINCE = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timedelta(days=7), "30d": timedelta(days=30)}
 
 
@@ -41,7 +43,11 @@ class ActivityFilterForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["action"].choices = [("", "any action")] + [(a, a.replace("_", " ")) for a in activity.actions()]
+        names = set(activity.actions())
+        asked = self.data.get("action") if self.is_bound else None
+        if isinstance(asked, str) and ACTION_NAME.match(asked):
+            names.add(asked)  # a shared link to an action not recorded here yet: no entries, not an error
+        self.fields["action"].choices = [("", "any action")] + [(a, a.replace("_", " ")) for a in sorted(names)]
 
     def filter(self, qs):
         """The valid filters applied to an AuditEntry queryset (invalid ones are shown, not applied)."""

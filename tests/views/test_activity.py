@@ -52,6 +52,7 @@ def test_filters(client, entries):
     assert rows(client.get(url, {"action": "cancel"})) == [("cancel", "dashboard")]
     assert rows(client.get(url, {"queue": "default"})) == [("cancel", "dashboard"), ("admin_change", "admin")]
     assert rows(client.get(url, {"request": "r1"})) == [("cancel", "dashboard")]
+    assert rows(client.get(url, {"action": "quiet_worker"})) == []  # not recorded yet: none, not an error
     assert rows(client.get(url, {"since": "24h"})) == [("pause_queue", "command"), ("cancel", "dashboard")]
     day = (timezone.now() - timedelta(days=2)).strftime("%Y-%m-%dT%H:%M")
     assert rows(client.get(url, {"at_to": day})) == [("admin_change", "admin")]
