@@ -10,6 +10,7 @@ from queueadmin.core.audit import AuditEntry
 from .base import Page
 
 REQUEST_PAGE_ENTRIES = 20  # the request page shows the newest; the Activity page has them all
+QUEUE_PAGE_ENTRIES = 10  # the queue page: enough to see who paused it last
 
 
 def actions() -> list[str]:
@@ -25,6 +26,14 @@ def entries_page(qs: QuerySet, page, size: int = 50) -> tuple[Page, list[AuditEn
 
 def for_request(rid: str, limit: int = REQUEST_PAGE_ENTRIES) -> tuple[list[AuditEntry], int]:
     """The newest entries about request `rid`, and how many there are in all."""
-    qs = AuditEntry.objects.filter(request_id=rid)
+    return _newest(AuditEntry.objects.filter(request_id=rid), limit)
+
+
+def for_queue(name: str, limit: int = QUEUE_PAGE_ENTRIES) -> tuple[list[AuditEntry], int]:
+    """The newest entries about queue `name` (its own and its requests'), and how many in all."""
+    return _newest(AuditEntry.objects.filter(queue=name), limit)
+
+
+def _newest(qs: QuerySet, limit: int) -> tuple[list[AuditEntry], int]:
     rows = list(qs.order_by("-at", "-id")[:limit])
     return rows, (len(rows) if len(rows) < limit else qs.count())

@@ -131,3 +131,13 @@ def test_any_filter_input_gets_a_page_or_a_4xx_never_a_5xx(client, entries):
                     assert str(form.cleaned_data[name]) == clean[name]  # accepted input is taken as given
 
     look()
+
+
+def test_the_queue_page_says_who_paused_it(client, eng, entries):
+    client.force_login(entries)
+    client.post(reverse("queueadmin:queue_pause", args=["default"]), {"paused": "1"})
+    page = client.get(reverse("queueadmin:queue_detail", args=["default"])).content.decode()
+    panel = page.split('id="queue-activity"')[1]
+    first = panel.split("<tbody>")[1].split("</tr>")[0]
+    assert "pause queue" in first and "boss" in first
+    assert "3 actions on this queue" in panel  # the pause, the cancel of r1 and the admin's change
