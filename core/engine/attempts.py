@@ -25,6 +25,7 @@ item together.
 from __future__ import annotations
 
 import json
+import math
 
 KEPT = 10  # attempts kept per item (ATTEMPTS_KEPT in lua/_request.lua)
 WHY_CAP = 300  # characters of the error's first line kept as the reason
@@ -119,7 +120,7 @@ def host_pid(worker: str) -> tuple[str, int | None]:
 
 
 def _number(value) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or abs(value) > 1e15:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or abs(value) > 1e15:
         return None
     return float(value)
 
