@@ -9,7 +9,9 @@
    same run, interleaved (history.ENABLED switched off for the rounds
    without; the only switch, kept for this bench): in-process burst
    workers draining requests of `echo` (the engine's own overhead, where
-   a few microseconds show most), CPU time of this process per item.
+   a few microseconds show most), CPU time of this process per item. And
+   the per-item bookkeeping alone (timeit), now and as it was before the
+   history: the part of a worker's work that the history changed.
 3. The overview's server time (full page, Django's test client) with
    100,000 dead letters made for real (the `fail` processor drained by
    `queue_worker --burst`) and the 14 days of history above, at the
@@ -111,6 +113,48 @@ def cpu_per_item(rounds: int, items: int) -> tuple[list[float], list[float]]:
     return with_h, without
 
 
+class _Discard:
+    """A pipeline stand-in that drops commands: times only the Python side of stats.record."""
+
+    def hincrby(self, *args):
+        pass
+
+    hincrbyfloat = hincrby
+
+
+def bookkeeping(n: int = 1000, repeat: int = 200) -> tuple[float, float]:
+    """µs per item of a worker's figures bookkeeping: now (history.Recorder,
+    each item bucketed once for the history and /metrics) and before the
+    history (run times and waits kept in lists, bucketed by stats.record)."""
+    import timeit
+
+    from queueadmin.core.engine.features import history, stats
+    from queueadmin.core.engine.store.keys import Keys
+
+    rnd = random.Random(2)
+    values = [(rnd.random() * 0.01, rnd.random() * 0.5) for _ in range(n)]
+    keys, pipe = Keys(), _Discard()
+
+    def now():
+        rec = history.Recorder()
+        for took, wait in values:
+            rec.observe("default", "echo", False, took, wait)
+        p = rec.by_series()[history.queue_series("default")]
+        stats.record_buckets(pipe, keys, "default", done=n, run_counts=p.run, wait_counts=p.wait, run_sum=p.run_s,
+                             wait_sum=p.wait_s)
+
+    def before():
+        batch = {"done": 0, "run_times": [], "waits": []}
+        for took, wait in values:
+            batch["done"] += 1
+            batch["run_times"].append(took)
+            batch["waits"].append(wait)
+        stats.record(pipe, keys, "default", **batch)
+
+    per = lambda fn: min(timeit.repeat(fn, number=repeat, repeat=5)) / repeat / n * 1e6  # noqa: E731
+    return per(now), per(before)
+
+
 def time_overview(runs: int) -> list[tuple[str, float, float]]:
     from django.test import Client
 
@@ -161,6 +205,7 @@ def main():
             took = fill_history(queues, processors, DAYS)
             mem = history_memory(queues, processors)
             with_h, without = cpu_per_item(args.rounds, args.items)
+            kept_now, kept_before = bookkeeping()
             ids = populate(args.dead, 0, 100)
             per = max(1, (args.dead - args.dead // 10) // 100)
             made = per * 100 + args.dead // 10
@@ -193,6 +238,9 @@ def main():
     print(f"| worker CPU per item, history off (median of {len(without)}) | {off:.1f} µs "
           f"({', '.join(f'{x:.0f}' for x in without)}) |")
     print(f"| difference | {(on - off) / off * 100:+.1f} % (goal: at most +3 %) |")
+    print(f"| a worker's figures bookkeeping per item: now (bucketed once for history and /metrics) | "
+          f"{kept_now:.2f} µs |")
+    print(f"| the same before the history (lists, bucketed by stats.record) | {kept_before:.2f} µs |")
     for name, med, p95 in pages:
         print(f"| {name}, {made:,} dead letters | median {med:.1f} ms, p95 {p95:.1f} ms |")
 

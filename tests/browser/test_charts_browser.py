@@ -17,12 +17,12 @@ from queueadmin.core.engine.features import history
 from queueadmin.core.engine.features.stats import RUN_BUCKETS, WAIT_BUCKETS
 from queueadmin.core.engine.store import Store
 from queueadmin.core.queries import charts
-from tests.browser.conftest import shot
+from tests.browser.conftest import ADMIN, shot
 
 pytestmark = pytest.mark.timeout(240)
 
 
-def fortnight(redis_url_queue: str, store: Store, seed: int = 7) -> None:
+def fortnight(queue: str, store: Store, seed: int = 7) -> None:
     """Fourteen days of plausible per-minute points (a daily wave, a failure
     burst, a slow afternoon), written at injected times as workers would."""
     rnd = random.Random(seed)
@@ -41,7 +41,7 @@ def fortnight(redis_url_queue: str, store: Store, seed: int = 7) -> None:
             p.wait[min(len(WAIT_BUCKETS), 7 + rnd.randint(0, 3) + slow)] += 1
         p.run_ms = int(p.done * 180)
         p.max_wait_ms = int(1000 * (0.5 + rnd.random() * (8 if slow else 2)))
-        history.write(store, history.queue_series(redis_url_queue), m, p, trip)
+        history.write(store, history.queue_series(queue), m, p, trip)
         history.write(store, history.ALL, m, p, trip)  # workers add every point to the overview's series too
         if len(trip.pipe.command_stack) > 500:
             trip.run()
@@ -88,8 +88,6 @@ def test_charts_across_ranges_with_hover_and_latency(page, filled):
 
 
 def test_the_range_switch_works_as_links_without_javascript(chromium, dashboard, filled):
-    from tests.browser.conftest import ADMIN
-
     context = chromium.new_context(viewport={"width": 1440, "height": 900}, base_url=dashboard,
                                    java_script_enabled=False)
     pg = context.new_page()
@@ -106,8 +104,6 @@ def test_the_range_switch_works_as_links_without_javascript(chromium, dashboard,
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_screenshots_phone_and_desktop(chromium, dashboard, filled, scheme):
-    from tests.browser.conftest import ADMIN
-
     for width, height in ((1440, 900), (390, 844)):
         context = chromium.new_context(viewport={"width": width, "height": height}, base_url=dashboard,
                                        color_scheme=scheme)

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from queueadmin.core import services
 from queueadmin.core.engine.features import history
+from queueadmin.core.engine.store import Store
 from queueadmin.core.queries import charts
 from tests.engine_helpers import burst
 
@@ -103,9 +104,7 @@ def test_any_range_and_queue_get_a_page_or_a_4xx(staff, eng, rng, queue):
 
 
 def test_history_read_for_an_injected_fortnight_fills_the_14_day_chart(staff, eng):
-    store = eng.store if hasattr(eng, "store") else None
-    from queueadmin.core.engine.store import Store
-    store = store or Store(eng.redis, prefix=eng.keys.prefix)
+    store = Store(eng.redis, prefix=eng.keys.prefix)
     now = int(time.time() // 60)
     for m in range(now - 14 * 1440 + 60, now + 1, 180):  # a point every 3 hours for 14 days
         history.write(store, history.queue_series("default"), m, history.Point(done=60, failed=6))
