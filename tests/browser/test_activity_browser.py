@@ -1,6 +1,6 @@
 """The Activity page in headless Chromium: an action taken on the dashboard
 shows up there with who did it, the filters work (htmx, URL kept), the
-request page shows the entries that touched it; screenshots at 1440x900 and
+request and queue pages show the entries that touched them; screenshots at 1440x900 and
 390x844, light and dark, with nothing wider than the screen."""
 from __future__ import annotations
 
@@ -93,5 +93,9 @@ def test_screenshots_phone_and_desktop(chromium, dashboard, submit_many, redis_u
         pg.wait_for_selector("#request-activity")
         assert pg.evaluate("document.documentElement.scrollWidth") <= width + 1
         shot(pg, f"activity-request-{width}-{scheme}")
+        pg.goto("/queues/default/")
+        pg.wait_for_selector("#queue-activity tbody tr")
+        assert pg.evaluate("document.documentElement.scrollWidth") <= width + 1
+        shot(pg, f"activity-queue-{width}-{scheme}")
         assert pg.errors == []
         context.close()
