@@ -17,7 +17,7 @@ from tests.engine_helpers import burst as _burst
 
 pytestmark = pytest.mark.django_db
 
-PAGES = ["overview", "submit", "requests", "inflight", "dead", "scheduled", "workers", "queues"]
+PAGES = ["overview", "submit", "requests", "inflight", "dead", "scheduled", "workers", "queues", "activity"]
 
 
 @pytest.fixture
