@@ -141,3 +141,12 @@ def test_the_queue_page_says_who_paused_it(client, eng, entries):
     first = panel.split("<tbody>")[1].split("</tr>")[0]
     assert "pause queue" in first and "boss" in first
     assert "3 actions on this queue" in panel  # the pause, the cancel of r1 and the admin's change
+
+
+def test_hostile_names_are_shown_as_text(client, entries):
+    client.force_login(entries)
+    audit.record(Actor("token <script>alert(1)</script> (x)", "api"), "cancel",
+                 target="<img src=x onerror=alert(1)>", detail={"reason": "<b>bold</b>"})
+    html = client.get(reverse("queueadmin:activity")).content.decode()
+    assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<img src=x" not in html and "<b>bold</b>" not in html
