@@ -20,6 +20,7 @@ who submitted it.
 from __future__ import annotations
 
 import getpass
+import json
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -133,6 +134,8 @@ class AuditEntry(models.Model):
             fields = [f for change in changes if isinstance(change, dict)
                       for part in change.values() if isinstance(part, dict) for f in part.get("fields", [])]
             return "changed " + ", ".join(fields) if fields else ""
+        if d.get("filter"):
+            return "filter: " + _filter_text(d["filter"])
         if d.get("reason"):
             return str(d["reason"])[:200]
         return ""
@@ -144,6 +147,18 @@ class AuditEntry(models.Model):
 
     def delete(self, *args, **kwargs):
         raise ValueError("audit entries are never deleted")
+
+
+def _filter_text(value) -> str:
+    """A bulk action's filter (a dict, or its JSON text, or a label) in one line."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value[:200]
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v}" for k, v in value.items() if v not in (None, "", [], {}))[:200] or "everything"
+    return str(value)[:200]
 
 
 def record(actor: Actor | None, action: str, *, queue: str = "", request_id: str = "", target: str = "",

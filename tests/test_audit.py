@@ -131,3 +131,14 @@ def test_entries_are_never_changed_but_outlive_their_user(boss):
     kept = AuditEntry.objects.get(pk=entry.pk)
     assert (kept.who, kept.user, kept.count) == ("boss", None, 1)
     assert kept.at > timezone.now() - timedelta(minutes=1)
+
+
+def test_a_bulk_actions_filter_is_summed_up(db):
+    from queueadmin.core import audit
+
+    by_json = audit.record(None, "bulk_retry_dead", detail={"filter": '{"text":"Timeout","queue":"","since":null}'})
+    by_label = audit.record(None, "bulk_cancel", detail={"filter": "cancel requests"})
+    everything = audit.record(None, "bulk_requeue", detail={"filter": {"queue": ""}})
+    assert by_json.summary == "filter: text Timeout"
+    assert by_label.summary == "filter: cancel requests"
+    assert everything.summary == "filter: everything"
