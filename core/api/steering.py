@@ -21,6 +21,7 @@ from typing_extensions import Annotated
 from queueadmin.core import clients, operations
 from queueadmin.core.audit import Actor
 from queueadmin.core.engine.client.queue_client import TERMINAL, QueueError
+from queueadmin.core.queries import item as item_query
 from ..models import PeriodicRequest, Queue, RequestRecord
 from .errors import ApiError
 from .requests import ERRORS, REQUEST_ID
@@ -28,6 +29,7 @@ from .schemas import ErrorOut
 from .security import BearerToken
 
 ENTRY = r"^\d{1,20}-\d{1,20}$"
+INDEX = re.compile(r"^\d{1,10}$")
 NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 MAX_ENTRIES = 1000
 
@@ -145,11 +147,20 @@ def requeue(request, rid: str, payload: EntriesIn = None):
 
 def stop(request, rid: str, entry: str):
     _unfinished(rid)
-    if not re.match(ENTRY, entry):
-        raise ApiError(404, "not_found", "unknown item")
+    entry = _entry_of(rid, entry)
     if not _conflict(lambda: operations.stop_item(rid, entry, actor=_actor(request))):
         raise ApiError(409, "conflict", f"item {entry} of request {rid} is not running")
     return {"id": rid, "entry": entry, "stopped": True}
+
+
+def _entry_of(rid: str, item: str) -> str:
+    """An item named by its entry id, or by its index (#n, as pages show it): its entry id; else 404."""
+    if re.match(ENTRY, item):
+        return item
+    found = item_query.item(rid, int(item)) if INDEX.match(item) else None
+    if found is None or not found.get("entry"):
+        raise ApiError(404, "not_found", f"request {rid} has no item {item[:24]!r}")
+    return found["entry"]
 
 
 def run_now(request, rid: str):
@@ -227,8 +238,9 @@ def mount(router: Router) -> None:
                      + AUDITED)(requeue)
     post("/requests/{rid}/items/{entry}/stop", auth=steer, url_name="api-v1-stop",
          response={200: ItemOut, **answers}, tags=["requests"], summary="Stop an in-flight item",
-         description="Scope: steer. The worker running it stops it within about a second: a failed attempt "
-                     "(\"stopped by an operator\") that follows the retry policy. 409 when it is not running."
+         description="Scope: steer. `entry` is the item's entry id or its index (4812 for #4812). The worker "
+                     "running it stops it within about a second: a failed attempt (\"stopped by an operator\") "
+                     "that follows the retry policy. 409 when it is not running."
                      + AUDITED)(stop)
     post("/requests/{rid}/run-now", auth=steer, url_name="api-v1-run-now", response={200: RunOut, **answers},
          tags=["requests"], summary="Run a scheduled request now",

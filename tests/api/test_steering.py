@@ -186,3 +186,14 @@ def test_bad_input_never_gets_a_5xx(eng, api):
     entry = eng.dead_letters(rid)[0]["entry"] if eng.dead_letters(rid) else None
     if entry:
         assert api.post(f"/api/v1/requests/{rid}/retry", {"entries": [entry]}).json()["count"] == 1
+
+
+def test_an_item_to_stop_may_be_named_by_its_index(eng, api):
+    rid = services.submit("default", "echo", ["a", "b"], concurrency=1).id
+    register_worker(eng, "ghost:2:bb", time.time() * 1000)
+    _, entry = take_without_ack(eng, "default", "ghost:2:bb")
+    assert api.post(f"/api/v1/requests/{rid}/items/1/stop").status_code == 409  # #1 waits: not running
+    stopped = api.post(f"/api/v1/requests/{rid}/items/0/stop")
+    assert stopped.status_code == 200 and stopped.json() == {"id": rid, "entry": entry, "stopped": True}
+    assert api.post(f"/api/v1/requests/{rid}/items/7/stop").status_code == 404  # past its last item
+    assert api.post(f"/api/v1/requests/{rid}/items/x1/stop").status_code == 404
