@@ -80,7 +80,10 @@ def test_charts_across_ranges_with_hover_and_latency(page, filled):
     page.goto("/queues/")
     page.click('a.queue-name:text-is("default")')
     page.wait_for_url("**/queues/default/")
-    assert page.locator('[data-stat="latency"]').text_content().strip().endswith("s")
+    first = page.locator('[data-stat="latency"]').text_content().strip()
+    assert first.endswith("s")
+    page.wait_for_function("(before) => document.querySelector('[data-stat=latency]').textContent.trim() != before",
+                           arg=first, timeout=15_000)  # live: the tiles refresh, the items still wait
     page.click('#charts .range-switch a:text-is("7d")')
     page.wait_for_selector('#charts .range-switch a.on:text-is("7d")')
     shot(page, "charts-queue-1440-light")

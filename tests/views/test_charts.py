@@ -63,6 +63,7 @@ def test_a_queue_page_shows_latency_and_percentiles(staff, eng):
     latency = re.search(r'data-stat="latency"[^>]*>([^<]*)<', html)[1]
     assert latency.endswith(" s") and float(latency.split()[0]) >= 1
     assert "Wait p50" in html and "Run p50" in html
+    assert 'hx-select="#queue-tiles" hx-trigger="every 5s"' in html  # the figures refresh themselves too
 
 
 def test_latency_shows_on_the_overview_and_the_queues_page(staff, eng):
