@@ -391,7 +391,15 @@ def _requeue_all(pairs: list[str], actor) -> tuple[int, int]:
     return n, len(pairs) - n
 
 
-BULK_ACTS = {("dead", "retry"): lambda pairs, actor: _each(pairs, actor, retry_dead),
-             ("dead", "discard"): lambda pairs, actor: _each(pairs, actor, discard),
-             ("requests", "cancel"): _cancel_each, ("clear", "cancel"): _cancel_each,
-             ("inflight", "requeue"): _requeue_all}
+def _batched(act):
+    """`act` with the audit entries of one batch written in one insert."""
+    def run(targets, actor):
+        with audit.batched():
+            return act(targets, actor)
+    return run
+
+
+BULK_ACTS = {("dead", "retry"): _batched(lambda pairs, actor: _each(pairs, actor, retry_dead)),
+             ("dead", "discard"): _batched(lambda pairs, actor: _each(pairs, actor, discard)),
+             ("requests", "cancel"): _batched(_cancel_each), ("clear", "cancel"): _batched(_cancel_each),
+             ("inflight", "requeue"): _batched(_requeue_all)}

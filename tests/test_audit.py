@@ -142,3 +142,20 @@ def test_a_bulk_actions_filter_is_summed_up(db):
     assert by_json.summary == "filter: text Timeout"
     assert by_label.summary == "filter: cancel requests"
     assert everything.summary == "filter: everything"
+
+
+def test_entries_recorded_in_a_batch_are_written_in_one_insert():
+    """A bulk job's batch records one entry per request it touched; they reach
+    the database together when the batch ends (a few INSERTs where SQLite
+    caps a statement's parameters), not one each."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from queueadmin.core import audit
+    with CaptureQueriesContext(connection) as queries:
+        with audit.batched():
+            for i in range(300):
+                audit.record(Actor.system(), "cancel", request_id=f"r{i}", count=1)
+            assert AuditEntry.objects.count() == 0  # nothing written before the batch ends
+    inserts = [q for q in queries.captured_queries if q["sql"].lstrip().upper().startswith("INSERT")]
+    assert 1 <= len(inserts) <= 10
+    assert sorted(AuditEntry.objects.values_list("request_id", flat=True)) == sorted(f"r{i}" for i in range(300))

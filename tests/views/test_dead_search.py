@@ -137,6 +137,9 @@ def test_cancel_all_matching_requests_is_a_bulk_job_past_one_batch(staff, eng):
     wait_for(lambda: all(eng.status(rid)["state"] == "cancelled" for rid in many[-5:]), timeout=60)
     job = wait_for(lambda: (j := bulkjobs.jobs().get(started["Location"].rstrip("/").rsplit("/", 1)[1])) and j["over"] and j)
     assert job["done"] == 510 and job["targets"] == 510
+    # each request the job touched has its own entry, written a batch at a time
+    entries = AuditEntry.objects.filter(action="cancel", request_id__in=many)
+    assert entries.count() == 510 and set(entries.values_list("source", flat=True)) == {"dashboard"}
 
 
 def test_a_job_whose_web_process_ended_is_resumed_when_its_progress_is_read(staff, eng):
