@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import time
+from urllib.parse import urlencode
 
 import pytest
 from django.contrib.auth.models import User
@@ -77,3 +78,23 @@ def test_queue_status_text_and_json(engine):
     call_command("queue_status", json=True, stdout=out)
     (default,) = [q for q in json.loads(out.getvalue())["queues"] if q["queue"] == "default"]
     assert 1.0 <= default["latency_seconds"] < 60 and "wait_p95_seconds" in default
+
+
+def test_the_api_gives_a_queues_history_as_the_charts_draw_it(engine, api):
+    services.submit("default", "echo", ["x", "y", "z"])
+    burst(engine, ["default"])
+    body = api.get("/api/v1/queues/default/history?range=15m").json()
+    assert body["range"] == "15m" and body["step_seconds"] == 60 and len(body["points"]) == 15
+    last = body["points"][-1]
+    assert last["done"] == 3 and last["run_p50"] is not None and last["at"] <= time.time()
+    assert len(api.get("/api/v1/queues/default/history?range=14d").json()["points"]) == 168
+    bad = api.get("/api/v1/queues/default/history?range=2y")
+    assert bad.status_code == 400 and bad.json()["code"] == "invalid"
+    assert api.get("/api/v1/queues/nope/history").status_code == 404
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.text(max_size=12))
+def test_any_history_range_is_points_or_a_400(engine, api, rng):
+    response = api.get("/api/v1/queues/default/history?" + urlencode({"range": rng}))
+    assert response.status_code in (200, 400), (rng, response.status_code)

@@ -10,11 +10,12 @@ from ninja import Query, Router
 from queueadmin.core import clients, operations
 from queueadmin.core.engine.client.queue_client import QueueError
 from queueadmin.core.engine.features import history
+from queueadmin.core.queries import charts
 from ..models import Queue
 from . import cursor as cursors
 from .errors import ApiError
 from .requests import ERRORS
-from .schemas import QueueOut, QueuePage
+from .schemas import HistoryOut, QueueOut, QueuePage
 from .security import BearerToken
 
 
@@ -63,6 +64,25 @@ def _name(value) -> str:
     return value
 
 
+def queue_history(request, name: str, range: str = Query("1h", description="15m, 1h, 6h, 24h, 7d or 14d")):
+    """The metrics history of one queue, as the dashboard charts it."""
+    client = clients.engine()
+    if name not in client.queues():
+        raise ApiError(404, "not_found", f"no queue named {name!r}")
+    try:
+        rng = charts.parse_range(range)
+    except charts.BadRange as exc:
+        raise ApiError(400, "invalid", str(exc)) from None
+    start, end, n = charts.window(rng)
+    points = history.read(client.redis, client.keys, [history.queue_series(name)], start, end, rng.step)
+    step_s = rng.step * 60
+    return {"name": name, "range": rng.key, "step_seconds": step_s, "points": [
+        {"at": (start + i * rng.step) * 60, "done": p.done, "failed": p.failed, "wait_p50": p.wait_p(0.5),
+         "wait_p95": p.wait_p(0.95), "wait_max": p.max_wait_ms / 1000 if p.max_wait_ms else None,
+         "run_p50": p.run_p(0.5), "run_p95": p.run_p(0.95), "in_flight": round(p.busy(step_s), 3)}
+        for i, p in enumerate(points)]}
+
+
 def mount(router: Router, *, legacy: bool = False) -> None:
     router.get("/queues", auth=BearerToken("read"), url_name=("api-legacy-" if legacy else "api-v1-") + "queues",
                response={200: QueuePage, **ERRORS}, summary="List queues with their figures and configuration",
@@ -73,3 +93,8 @@ def mount(router: Router, *, legacy: bool = False) -> None:
                    summary="One queue's figures (latency, last hour's wait and run percentiles) and configuration",
                    description="Scope: read. latency is the age in seconds of the oldest waiting item, what an "
                                "autoscaler reads; 404 for an unknown queue.", tags=["queues"])(queue_detail)
+        router.get("/queues/{name}/history", auth=BearerToken("read"), url_name="api-v1-queue-history",
+                   response={200: HistoryOut, **ERRORS}, summary="One queue's metrics history over a range",
+                   description="Scope: read. Points of the dashboard's charts: done and failed, wait and run "
+                               "percentiles, in flight; 400 for an unknown range, 404 for an unknown queue.",
+                   tags=["queues"])(queue_history)

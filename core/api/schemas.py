@@ -192,6 +192,25 @@ class QueueOut(BaseModel):
     config: QueueConfigOut
 
 
+class HistoryPoint(BaseModel):
+    at: int = Field(description="start of the point (epoch seconds)")
+    done: int
+    failed: int = Field(description="attempts that raised")
+    wait_p50: Optional[float] = Field(None, description="seconds from enqueue to start (first attempts)")
+    wait_p95: Optional[float] = None
+    wait_max: Optional[float] = Field(None, description="the longest wait of the items that started")
+    run_p50: Optional[float] = Field(None, description="run time in seconds")
+    run_p95: Optional[float] = None
+    in_flight: float = Field(description="items in flight on average over the point")
+
+
+class HistoryOut(BaseModel):
+    name: str
+    range: str = Field(description="15m, 1h, 6h, 24h, 7d or 14d")
+    step_seconds: int
+    points: list[HistoryPoint] = Field(description="oldest first; the last one is still filling")
+
+
 class QueuePage(BaseModel):
     queues: list[QueueOut]
     next_cursor: Optional[str] = Field(None, description="pass as ?cursor= for the next page; null: last page")
