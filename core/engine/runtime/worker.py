@@ -16,6 +16,8 @@ requests, the registry's heartbeat shows what runs.
 
 Signals: the first SIGTERM/SIGINT stops taking work and finishes what is held;
 a second one hands held items back at once (they become due again right away).
+An operator's stop (asks.py) is a first signal; an operator's quiet stops
+taking work and keeps the process alive.
 A process whose item would not stop, or that reached its item or memory
 limit, stops taking work, finishes or hands back what it holds and exits
 with RECYCLE, so that its pool starts a fresh one (see pool.py).
@@ -37,6 +39,7 @@ from queueadmin.core.engine import errors
 from queueadmin.core.engine.client.queue_client import QueueClient
 from queueadmin.core.engine.runtime import itemlog
 from queueadmin.core.engine.runtime.abilities import Abilities
+from queueadmin.core.engine.runtime.asks import Asks
 from queueadmin.core.engine.runtime.claims import Claims
 from queueadmin.core.engine.runtime.executor import Executor
 from queueadmin.core.engine.runtime.handoff import REST_MAX, Handoffs
@@ -45,13 +48,11 @@ from queueadmin.core.engine.runtime.keeping import Keeping
 from queueadmin.core.engine.runtime.leases import LeaseKeeper
 from queueadmin.core.engine.runtime.outcomes import Outcomes, rss_mb
 from queueadmin.core.engine.runtime.pace import Pace
-from queueadmin.core.engine.runtime.pool import RECYCLE, STOPPED  # exit codes: replace, or not (pool.py)
+from queueadmin.core.engine.runtime.pool import RECYCLE  # exit code: replace this process (pool.py)
 from queueadmin.core.engine.runtime.processors import Processors
 from queueadmin.core.engine.runtime.registry import Registry
 from queueadmin.core.engine.runtime.reporter import Reporter
 from queueadmin.core.engine.runtime.routing import Routing
-from queueadmin.core.engine.runtime.title import Title, worker_text
-from queueadmin.core.engine.client.workers import QUIET, STOP
 from queueadmin.core.engine.runtime.upkeep import Upkeep
 from queueadmin.core.engine.runtime.watchdog import Watchdog
 from queueadmin.core.engine.store.connection import RETRYABLE
@@ -79,8 +80,9 @@ class Worker:
     `outcomes` (finished runs until Redis has them), `routing` (what it
     cannot run), `handoffs` (one-item requests handed to it at rest) and
     `claims` (the round trips that claim and take work), beside its
-    `executor`, `leases` keeper, `watchdog`, `registry`, `upkeep` and
-    `reporter`."""
+    `executor`, `leases` keeper, `watchdog`, `registry`, `upkeep`,
+    `reporter` and `asks` (what operators ask of it: quiet, stop; its
+    process title)."""
 
     def __init__(self, client: QueueClient, queues: list[str], processors: Processors, *, name: str = "",
                  burst: bool = False, heartbeat: float = 1.0, dead_after: float = 10.0,
@@ -95,9 +97,6 @@ class Worker:
         self.host, self.pid = socket.gethostname(), os.getpid()
         self.id = f"{self.host}:{self.pid}:{os.urandom(2).hex()}"
         self.name = name or f"{self.host}:{self.pid}"  # the name every page shows (queries/workers.py)
-        self.quiet = False  # asked to take nothing new (client/workers.py); stays until the process ends
-        self._quiet_since_trip = False  # its tokens, handoffs and `can` marks went back
-        self.title = Title()
         self.aging_ms = int(aging_seconds * 1000) if aging_seconds else 0
         self.max_items, self.max_memory_mb, self.recycled = max_items, max_memory_mb, recycled
         self.exit_now = exit_now  # ends the process from another thread (see emergency)
@@ -132,6 +131,7 @@ class Worker:
                              self.queues, aging=bool(self.aging_ms))
         self.leases = LeaseKeeper(self.store, self.held, self.pace, self.id, self.closing)
         self.watchdog = Watchdog(self, self.executor, grace=time_limit_grace)
+        self.asks = Asks(self, busy_poll=BUSY_POLL, idle_wait=IDLE_WAIT)  # quiet, stop, the title (asks.py)
 
     @property
     def processed(self) -> int:
@@ -153,8 +153,8 @@ class Worker:
             while True:
                 try:
                     self._collect()
-                    if self.quiet and not (self._stop.is_set() or self._leaving):
-                        self._rest_quiet()
+                    if self.asks.resting():
+                        self.asks.rest()
                         continue
                     if self._stop.is_set() or self._leaving:
                         if self._wind_down():
@@ -163,9 +163,9 @@ class Worker:
                         continue
                     if self.claims.claim_and_start():
                         self._reconnect_delay = 0.0
-                        self._upkeep()  # between batches too (at most every TICK_INTERVAL), never before one
+                        self.chores()  # between batches too (at most every TICK_INTERVAL), never before one
                         continue
-                    self._upkeep()
+                    self.chores()
                     if self.burst and not self.executor.busy() and not self.outcomes.runs \
                             and self.upkeep.drained(self.queues, self.routing.passes()):
                         reason = "burst: nothing left to do"
@@ -185,44 +185,19 @@ class Worker:
         self.keeping.close()
         self._wakeup.set()
 
-    def go_quiet(self) -> None:
-        """Take nothing new; finish what is held; stay alive (and visible as quiet)."""
-        if not self.quiet:
-            log.info("worker %s: quiet: taking nothing new, finishing held work", self.id)
-            self.quiet = True
-            self.keeping.close()
+    def stopping(self) -> bool:
+        """Leaving: stopped (a signal, an operator) or being replaced."""
+        return self._stop.is_set() or bool(self._leaving)
+
+    def exit_with(self, code: int) -> None:
+        self._exit_code = code
+
+    def wake(self) -> None:
         self._wakeup.set()
 
-    def stop_asked(self) -> None:
-        """An operator's stop: as a first SIGTERM, and the pool does not start
-        another process in its place (STOPPED)."""
-        if not self._stop.is_set():
-            log.info("worker %s: stop asked: finishing held work, then exiting", self.id)
-            self._exit_code = STOPPED
-        self.stop()
-
-    def _on_beat(self, asked: str) -> None:
-        """After each heartbeat (its thread): do what was asked; show the title."""
-        if asked == STOP:
-            self.stop_asked()
-        elif asked == QUIET:
-            self.go_quiet()
-        self.title.set(worker_text(self.name, self.queues, len(self.executor.running()), self.state()))
-
-    def state(self) -> str:
-        return "stopping" if self._stop.is_set() or self._leaving else "quiet" if self.quiet else ""
-
-    def _rest_quiet(self) -> None:
-        """Quiet: hand back tokens, handoffs and the `can` marks once, then
-        only finish what runs and keep up the shared chores."""
-        if not self._quiet_since_trip:
-            self._hand_back()
-            self.routing.unpublish_can()  # no handoffs come to it (routing.py)
-            self._quiet_since_trip = True
-        if self.claims.pending():
-            self.claims.flush()
-        self._upkeep(review=False)
-        self._wakeup.wait(BUSY_POLL if self.executor.busy() else IDLE_WAIT)
+    def sleep(self, seconds: float) -> None:
+        """Wait until an item finishes or `seconds` pass."""
+        self._wakeup.wait(seconds)
         self._wakeup.clear()
 
     def replace(self, why: str) -> None:
@@ -278,8 +253,8 @@ class Worker:
                 if self._stop.is_set():
                     return
         itemlog.install()
-        self.registry.start_heartbeat(self.id, self._snapshot, self._on_beat)
-        self._on_beat("")  # the title at once
+        self.registry.start_heartbeat(self.id, self._snapshot, self.asks.on_beat)
+        self.asks.on_beat("")  # the title at once
         self.leases.start()
         self.watchdog.start()
         log.info("worker %s serving %s (%d threads, %d async tasks)", self.id, ",".join(self.queues),
@@ -302,7 +277,7 @@ class Worker:
 
     def _teardown(self) -> None:
         self._collect()
-        self._hand_back()
+        self.hand_back()
         while self.claims.pending():
             try:
                 self.claims.flush()
@@ -366,7 +341,7 @@ class Worker:
         elif self.max_memory_mb and rss_mb() > self.max_memory_mb:
             self.replace(f"memory above --max-memory-per-process {self.max_memory_mb:g} MB")
 
-    def _hand_back(self) -> None:
+    def hand_back(self) -> None:
         """Leaving: stop resting, and hand back the handoffs held."""
         try:
             self.handoffs.leave()
@@ -384,7 +359,9 @@ class Worker:
 
     # -- upkeep ---------------------------------------------------------------
 
-    def _upkeep(self, review: bool = True) -> None:
+    def chores(self, review: bool = True) -> None:
+        """The shared upkeep (upkeep.py), at most every TICK_INTERVAL; `review`:
+        also say what this worker can run (routing.py)."""
         now = time.monotonic()
         if now < self._next_tick:
             return
@@ -395,7 +372,7 @@ class Worker:
         self.upkeep.sweep_chains()
         self.upkeep.recover_dead()
         self.claims.live_workers = max(1, self.registry.live_count())
-        if review:  # a quiet worker no longer says what it can run
+        if review:
             self.routing.review()  # at most every REVIEW_EVERY (routing.py)
 
     def _snapshot(self) -> dict:
@@ -406,7 +383,7 @@ class Worker:
         return {"current": json.dumps(current), "processed": self.processed, "failed": self.failed,
                 "threads": self.executor.threads, "threads_busy": threads_busy,
                 "tasks": self.executor.tasks, "tasks_busy": len(running) - threads_busy,
-                "recycled": self.recycled, "state": self.state(), **self.abilities.registry_fields()}
+                "recycled": self.recycled, "state": self.asks.state(), **self.abilities.registry_fields()}
 
 
 __all__ = ["Worker", "ItemContext", "Item", "RECYCLE", "transient"]
