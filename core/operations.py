@@ -44,6 +44,7 @@ from queueadmin.core.engine.features import periodic
 from queueadmin.core.engine.runtime.registry import Registry
 from queueadmin.core.engine.runtime.upkeep import Upkeep
 from queueadmin.core.models import PeriodicRequest, Queue
+from queueadmin.core.queries.workers import short_id
 
 # -- submitting ---------------------------------------------------------------------
 
@@ -244,7 +245,7 @@ def control_worker(wid: str, command: str, *, actor: Actor | None = None) -> boo
     eng = clients.engine()
     asked = WorkerSteering(eng.redis, eng.keys, dead_after=conf.get("DEAD_AFTER_SECONDS")).ask(wid, command)
     if asked:
-        audit.record(actor, f"{command}_worker", target=f"worker {wid}")
+        audit.record(actor, f"{command}_worker", target=f"worker {short_id(wid)}", detail={"worker": wid})
     return asked
 
 

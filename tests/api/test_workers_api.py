@@ -38,7 +38,7 @@ def test_list_then_quiet_and_stop_a_worker_audited_as_the_token(engine, api):
     assert resp.status_code == 200 and resp.json() == {"id": WID, "asked": "quiet"}
     assert engine.redis.get(engine.keys.worker_control(WID)) == "quiet"
     entry = AuditEntry.objects.order_by("-id").first()
-    assert (entry.action, entry.source, entry.target) == ("quiet_worker", "api", f"worker {WID}")
+    assert (entry.action, entry.source, entry.target) == ("quiet_worker", "api", "worker web1:10707")
     assert api.post(f"/api/v1/workers/{WID}/stop").status_code == 200
     assert engine.redis.get(engine.keys.worker_control(WID)) == "stop"
 

@@ -43,7 +43,8 @@ def test_quiet_asks_for_confirmation_then_leaves_the_ask_for_the_worker(staff, e
     assert done.status_code == 302 and done["Location"] == reverse("queueadmin:workers")
     assert eng.redis.get(eng.keys.worker_control("vm:10707:ab12")) == "quiet"
     entry = AuditEntry.objects.get(action="quiet_worker")
-    assert entry.who == "boss" and entry.source == "dashboard" and entry.target == "worker vm:10707:ab12"
+    assert entry.who == "boss" and entry.source == "dashboard" and entry.target == "worker vm:10707"
+    assert entry.detail == {"worker": "vm:10707:ab12"}
     staff.post(URL, {"command": "stop", "worker": "vm:10707:ab12", "confirm": "1"})
     assert eng.redis.get(eng.keys.worker_control("vm:10707:ab12")) == "stop"
 
