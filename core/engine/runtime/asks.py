@@ -34,7 +34,7 @@ class Asks:
 
     def on_beat(self, asked: str) -> None:
         """After each heartbeat (its thread): do what was asked; show the title."""
-        if asked == STOP:
+        if asked == STOP or (asked == QUIET and self.worker.burst):  # quiet, a burst worker has nothing left
             self.stop()
         elif asked == QUIET:
             self.go_quiet()

@@ -91,3 +91,13 @@ def test_only_a_live_worker_can_be_asked(qc):
     assert not qc.redis.exists(qc.keys.worker_control("nohost:1:abcd"))
     with pytest.raises(ValueError):
         steer.ask("nohost:1:abcd", "reboot")
+
+
+def test_a_quiet_burst_worker_finishes_what_it_holds_and_exits(qc, workers):
+    sub = qc.submit("default", "sleep", [1.0, 1.0], concurrency=1)
+    proc = workers.start(burst=True)
+    info = one_worker(qc)
+    wait_for(lambda: qc.status(sub.id)["in_flight"] == 1, 30)
+    assert WorkerSteering(qc.redis, qc.keys, dead_after=1.5).ask(info["id"], QUIET)
+    assert proc.wait(15) == 0  # a burst worker that takes nothing more has nothing left to do
+    assert qc.status(sub.id)["done"] == 1  # the held item finished; the other waits for a worker
