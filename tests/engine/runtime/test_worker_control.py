@@ -11,6 +11,8 @@ import pytest
 from queueadmin.core.engine.client.workers import QUIET, STOP, WorkerSteering
 from tests.engine_helpers import wait_for
 
+BACKENDS = ("single", "cluster")  # each test runs on one server and on a local cluster (conftest)
+
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 
