@@ -243,6 +243,7 @@ def test_queue_overview_text_and_json(redis_url, r):
     assert workers["box:4242:aaaa"]["live"] is True and workers["box:4343:bbbb"]["live"] is False
     assert workers["box:4242:aaaa"]["queues"] == ["default", "bulk"]
     assert workers["box:4242:aaaa"]["current"][0]["index"] == 3
+    assert workers["box:4242:aaaa"]["name"] == "box:4242"  # the name every page shows
     assert data["live_workers"] == 1
 
     text = "\n".join(run("queue_status"))

@@ -18,6 +18,7 @@ from queueadmin.core.engine.store.keys import Keys
 from queueadmin.core.models import Queue, RequestRecord
 from queueadmin.core.queries import unrunnable
 from queueadmin.core.queries.dead import counts_by_queue
+from queueadmin.core.queries.workers import short_id
 
 from ._cli import iso, user_errors
 
@@ -46,7 +47,8 @@ def live_workers_info(redis, now_ms: int | None = None) -> list[dict]:
             current = [current]
         age = max(0.0, (now_ms - beat) / 1000)
         out.append({
-            "id": wid, "host": info.get("host", ""), "pid": int(info["pid"]) if info.get("pid", "").isdigit() else None,
+            "id": wid, "name": short_id(wid), "given_name": info.get("name", "") if info.get("name") not in (
+                wid, short_id(wid)) else "", "state": info.get("state", ""), "host": info.get("host", ""), "pid": int(info["pid"]) if info.get("pid", "").isdigit() else None,
             "queues": [q for q in (info.get("queues") or "").split(",") if q],
             "started": iso(info.get("started")), "heartbeat": iso(beat), "heartbeat_age": round(age, 3),
             "live": age * 1000 <= dead_after_ms and info.get("dead") != "1",
@@ -203,6 +205,6 @@ class Command(BaseCommand):
         for x in live + dead:
             current = ", ".join(f"{c.get('request')}#{c.get('index')}" for c in x["current"]
                                 if isinstance(c, dict)) or "idle"
-            state = "live" if x["live"] else "DEAD"
+            state = ("live" + (f" {x['state']}" if x["state"] else "")) if x["live"] else "DEAD"
             w(f"  {x['id']}  {state}  host={x['host']} pid={x['pid']} queues={','.join(x['queues']) or '*'} "
               f"heartbeat={x['heartbeat_age']:.1f}s ago  current={current}")
