@@ -136,3 +136,13 @@ def test_any_range_and_copies_get_a_page_and_what_is_accepted_round_trips(staff,
         first, last = (int(n) for n in RANGE.match(item_range).groups())
         assert eng.status(rid)["total"] == (last - first + 1) * int(copies.strip() or 1)
         services.engine().cancel(rid)
+
+
+def test_the_stop_dialog_names_the_item_by_its_index_without_a_giant_count(staff, eng):
+    rid = submit(eng, ["a", "b"])
+    register_worker(eng, "ghost:1:aa", time.time() * 1000)
+    _, entry = take_without_ack(eng, "default", "ghost:1:aa")
+    text = staff.post(reverse("queueadmin:inflight_stop"), {"ids": f"{rid}:{entry}"},
+                      HTTP_HX_REQUEST="true").content.decode()
+    assert f"Stop item #0 of request {rid}?" in text and entry not in text.split("<form")[0]
+    assert "data-confirm-count" not in text
