@@ -32,14 +32,17 @@ class Asks:
         self.handed_back = False  # once quiet: its tokens, handoffs and `can` marks went back
         self.title = Title()
 
-    def on_beat(self, asked: str) -> None:
-        """After each heartbeat (its thread): do what was asked; show the title."""
+    def on_beat(self, asked: str) -> bool:
+        """After each heartbeat (its thread): do what was asked; show the
+        title. True when the worker's state changed (the registry shows it)."""
+        before = self.state()
         if asked == STOP or (asked == QUIET and self.worker.burst):  # quiet, a burst worker has nothing left
             self.stop()
         elif asked == QUIET:
             self.go_quiet()
         w = self.worker
         self.title.set(worker_text(w.name, w.queues, len(w.executor.running()), self.state()))
+        return self.state() != before
 
     def go_quiet(self) -> None:
         """Take nothing new; finish what is held; stay alive (and visible as quiet)."""

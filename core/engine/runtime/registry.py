@@ -76,16 +76,18 @@ class Registry:
         return asked if asked in COMMANDS else ""
 
     def start_heartbeat(self, wid: str, snapshot: Callable[[], dict],
-                        on_beat: Callable[[str], None] = lambda asked: None) -> None:
+                        on_beat: Callable[[str], bool] = lambda asked: False) -> None:
         """Beat every `heartbeat` seconds on a thread; `on_beat` hears what
         was asked of the worker after each beat (and may update the process
-        title: at most once a beat)."""
+        title: at most once a beat); when it says the worker's state changed,
+        the beat is written again at once."""
         self._stop.clear()
 
         def run():
             while not self._stop.wait(self.heartbeat):
                 try:
-                    on_beat(self.beat(wid, snapshot()))
+                    if on_beat(self.beat(wid, snapshot())):  # its state changed: shown now, not a beat later
+                        self.beat(wid, snapshot())
                 except (*RETRYABLE, redis.RedisError) as exc:  # Redis trouble: the dispatcher says so
                     log.debug("heartbeat of %s failed: %s", wid, exc)
                 except Exception:  # anything else must not silence the heartbeat for good
