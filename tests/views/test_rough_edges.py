@@ -85,7 +85,12 @@ def test_a_stopped_item_says_retrying_beside_its_error(staff, eng, running_worke
     assert row["status"] == "running" and not row["error"]
     assert eng.stop_item(rid, row["entry"])
     wait_for(lambda: (eng.items(rid)[0].get("status") == "retrying"), 20, message="the stop recorded")
-    (row,) = staff.get(reverse("queueadmin:request_detail", args=[rid])).context["items"]["rows"]
+
+    def shown():  # within a heartbeat (0.2 s here) the worker no longer reports it running
+        (row,) = staff.get(reverse("queueadmin:request_detail", args=[rid])).context["items"]["rows"]
+        return row if row["status"] != "running" else None
+
+    row = wait_for(shown, 5, message="the row no longer running")
     assert row["status"] == "retrying" and "stopped" in row["error"]
 
 
