@@ -20,8 +20,7 @@ from ninja import NinjaAPI, Router
 from ninja.errors import ValidationError
 from ninja.openapi.docs import Swagger
 
-from . import errors, items, queues, requests, steering
-from . import errors, queues, requests, steering, workers
+from . import errors, items, queues, requests, steering, workers
 from .parsing import JsonParser
 from . import bulk  # search and bulk actions by filter (issue 22)
 
