@@ -113,6 +113,15 @@ def chromium():
     pw.stop()
 
 
+def sign_in(pg, dashboard: str) -> None:
+    """Log `pg` in as the admin through the login form and land on the overview."""
+    pg.goto("/accounts/login/")
+    pg.fill("#id_username", ADMIN[0])
+    pg.fill("#id_password", ADMIN[1])
+    pg.click("button[type=submit]")
+    pg.wait_for_url(dashboard + "/")
+
+
 @pytest.fixture
 def page(chromium, dashboard):
     context = chromium.new_context(viewport={"width": 1440, "height": 900}, base_url=dashboard)
@@ -122,11 +131,7 @@ def page(chromium, dashboard):
     pg.on("console", lambda msg: pg.errors.append(msg.text) if msg.type == "error"
           and not msg.text.startswith("Failed to load resource") and not playwrights_own_style(msg.text) else None)
     pg.on("response", lambda r: pg.errors.append(f"HTTP {r.status} {r.url}") if r.status >= 400 else None)
-    pg.goto("/accounts/login/")
-    pg.fill("#id_username", ADMIN[0])
-    pg.fill("#id_password", ADMIN[1])
-    pg.click("button[type=submit]")
-    pg.wait_for_url(dashboard + "/")
+    sign_in(pg, dashboard)
     yield pg
     context.close()
 

@@ -11,7 +11,7 @@ import pytest
 
 from queueadmin.core import services
 from queueadmin.core.engine.config import QueueConfig
-from tests.browser.conftest import ADMIN, ROOT, _env, shot
+from tests.browser.conftest import _env, ROOT, shot, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -38,11 +38,7 @@ def login(chromium, dashboard, **options):
     pg.errors = []
     pg.on("pageerror", lambda exc: pg.errors.append(str(exc)))
     pg.on("response", lambda r: pg.errors.append(f"HTTP {r.status} {r.url}") if r.status >= 500 else None)
-    pg.goto("/accounts/login/")
-    pg.fill("#id_username", ADMIN[0])
-    pg.fill("#id_password", ADMIN[1])
-    pg.click("button[type=submit]")
-    pg.wait_for_url(dashboard + "/")
+    sign_in(pg, dashboard)
     return context, pg
 
 

@@ -17,7 +17,7 @@ from queueadmin.core.engine.features import history
 from queueadmin.core.engine.features.stats import RUN_BUCKETS, WAIT_BUCKETS
 from queueadmin.core.engine.store import Store
 from queueadmin.core.queries import charts
-from tests.browser.conftest import ADMIN, shot
+from tests.browser.conftest import shot, sign_in
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -94,10 +94,7 @@ def test_the_range_switch_works_as_links_without_javascript(chromium, dashboard,
     context = chromium.new_context(viewport={"width": 1440, "height": 900}, base_url=dashboard,
                                    java_script_enabled=False)
     pg = context.new_page()
-    pg.goto("/accounts/login/")
-    pg.fill("#id_username", ADMIN[0])
-    pg.fill("#id_password", ADMIN[1])
-    pg.click("button[type=submit]")
+    sign_in(pg, dashboard)
     pg.goto("/queues/default/")
     pg.click('#charts .range-switch a:text-is("24h")')
     pg.wait_for_url("**/queues/default/?range=24h")
@@ -111,10 +108,7 @@ def test_screenshots_phone_and_desktop(chromium, dashboard, filled, scheme):
         context = chromium.new_context(viewport={"width": width, "height": height}, base_url=dashboard,
                                        color_scheme=scheme)
         pg = context.new_page()
-        pg.goto("/accounts/login/")
-        pg.fill("#id_username", ADMIN[0])
-        pg.fill("#id_password", ADMIN[1])
-        pg.click("button[type=submit]")
+        sign_in(pg, dashboard)
         pg.goto("/queues/default/?range=24h")
         pg.wait_for_selector("#charts svg.hchart-svg")
         # nothing wider than the screen: the page does not scroll sideways

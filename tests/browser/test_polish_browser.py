@@ -10,7 +10,7 @@ import pytest
 
 from queueadmin.core import services
 from queueadmin.core.engine.config import QueueConfig
-from tests.browser.conftest import ADMIN, shot
+from tests.browser.conftest import shot, sign_in
 from tests.engine_helpers import wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -38,11 +38,7 @@ def open_page(chromium, dashboard):
         pg.on("console", lambda msg: pg.errors.append(msg.text) if msg.type == "error"
               and not msg.text.startswith("Failed to load resource") else None)
         pg.on("response", lambda r: pg.errors.append(f"HTTP {r.status} {r.url}") if r.status >= 400 else None)
-        pg.goto("/accounts/login/")
-        pg.fill("#id_username", ADMIN[0])
-        pg.fill("#id_password", ADMIN[1])
-        pg.click("button[type=submit]")
-        pg.wait_for_url(dashboard + "/")
+        sign_in(pg, dashboard)
         return pg
 
     yield make
