@@ -106,7 +106,6 @@ def time_pages(sample: str, big: str, runs: int) -> list[tuple[str, float, float
     user = bench_user()
     c = Client()
     c.force_login(user)
-    rows = []
     cases = [
         ("overview page (full)", lambda: c.get("/")),
         ("overview fragment (htmx)", lambda: c.get("/", headers={"HX-Request": "true"})),
@@ -117,6 +116,13 @@ def time_pages(sample: str, big: str, runs: int) -> list[tuple[str, float, float
         ("request live fragment (relay)", lambda: render_topic(f"request:{big}::", True)),
         ("requests list (DB + live overlay)", lambda: c.get("/requests/")),
     ]
+    return time_cases(cases, runs)
+
+
+def time_cases(cases, runs: int) -> list[tuple[str, float, float]]:
+    """(name, median ms, p95 ms) of each (name, call) over `runs` timed calls,
+    after one untimed call that must answer 200."""
+    rows = []
     for name, fn in cases:
         r = fn()
         assert getattr(r, "status_code", 200) == 200, (name, r)

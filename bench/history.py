@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.dashboard import bench_user, pct, setup  # noqa: E402
+from bench.dashboard import bench_user, setup, time_cases  # noqa: E402
 
 QUEUES, PROCESSORS, DAYS = 20, 10, 14
 
@@ -168,16 +168,7 @@ def time_overview(runs: int) -> list[tuple[str, float, float]]:
              ("charts partial (every queue), 14 days", lambda: c.get("/charts/?range=14d",
                                                                      headers={"HX-Request": "true"})),
              ("one queue's page, 24 h", lambda: c.get("/queues/q00/?range=24h"))]
-    rows = []
-    for name, fn in cases:
-        assert fn().status_code == 200, name
-        times = []
-        for _ in range(runs):
-            t = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t) * 1000)
-        rows.append((name, statistics.median(times), pct(times, 95)))
-    return rows
+    return time_cases(cases, runs)
 
 
 def main():

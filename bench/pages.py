@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.dashboard import bench_user, pct, setup  # noqa: E402
+from bench.dashboard import bench_user, setup, time_cases  # noqa: E402
 
 GOAL_MS = 200
 
@@ -117,17 +116,7 @@ def time_pages(ids: dict, dead: int, runs: int) -> list[tuple[str, float, float]
             ("in flight, stuck only", lambda: c.get("/inflight/?stuck=1")),
             ("in flight live fragment (relay)", lambda: render_topic("inflight::0:1", True)),
         ]
-    rows = []
-    for name, fn in cases:
-        r = fn()
-        assert getattr(r, "status_code", 200) == 200, (name, r)
-        times = []
-        for _ in range(runs):
-            t = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t) * 1000)
-        rows.append((name, statistics.median(times), pct(times, 95)))
-    return rows
+    return time_cases(cases, runs)
 
 
 def main():
