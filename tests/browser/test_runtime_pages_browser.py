@@ -74,9 +74,11 @@ def test_logging_out_in_one_tab_closes_the_live_page_in_another(page):
     page.goto("/workers/")
     page.wait_for_selector("#live-pill[data-state=open]", timeout=10_000)
     other = page.context.new_page()  # a second tab of the same browser session
-    other.goto("/")
+    # log out from a page without a live socket of its own: on a live page the
+    # socket's own 4401 reload could race the logout's navigation in this tab
+    other.goto("/activity/")
     other.click("text=Log out")
-    other.wait_for_url("**/accounts/**", timeout=30_000)  # generous: a loaded machine
+    other.wait_for_url("**/accounts/**", wait_until="commit", timeout=30_000)  # generous: a loaded machine
     page.wait_for_url("**/accounts/login/**", timeout=30_000)  # closed with 4401: the page reloaded
     assert page.locator("#id_username").is_visible()
 
