@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -121,6 +122,17 @@ class Threads:
             for w in self.workers:
                 w.stop()
         self.join()
+
+
+def kill_at_random(workers, queue: str, *, seed: int, kills: int, low: float = 0.2, high: float = 0.5) -> None:
+    """Two worker processes of `queue`; `kills` times, after a seeded random
+    pause in [low, high) s, one of them is SIGKILLed and a fresh one started."""
+    procs = [workers.start(queue), workers.start(queue)]
+    rng = random.Random(seed)
+    for _ in range(kills):
+        time.sleep(rng.uniform(low, high))
+        workers.kill(procs.pop(rng.randrange(len(procs))))
+        procs.append(workers.start(queue))
 
 
 def max_overlap(records) -> int:

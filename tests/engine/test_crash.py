@@ -10,7 +10,7 @@ from queueadmin.core import embedded
 from queueadmin.core.engine.client.queue_client import QueueClient
 from queueadmin.core.engine.config import QueueConfig
 from queueadmin.core.engine.store.connection import connect
-from tests.engine_helpers import WorkerProcs, dispatch_is_empty, max_overlap, wait_for
+from tests.engine_helpers import WorkerProcs, dispatch_is_empty, kill_at_random, max_overlap, wait_for
 
 BACKENDS = ("single", "cluster")  # each test runs on one server and on a local cluster (conftest)
 
@@ -91,17 +91,9 @@ def _running_in(qc, pid: int) -> bool:
 
 
 def test_sigkill_at_random_instants_many_times(qc, workers):
-    import random
-
     qc.define_queue("crash", QueueConfig(lease_seconds=2))
     sub = qc.submit("crash", "echo", list(range(1500)), concurrency=4)
-    procs = [workers.start("crash"), workers.start("crash")]
-    rng = random.Random(7)
-    for _ in range(6):
-        time.sleep(rng.uniform(0.2, 0.6))
-        victim = procs.pop(rng.randrange(len(procs)))
-        workers.kill(victim)
-        procs.append(workers.start("crash"))
+    kill_at_random(workers, "crash", seed=7, kills=6, low=0.2, high=0.6)
     wait_for(completed(qc, sub.id), 90, message=workers.logs())
     assert_exactly_one_result_per_item(qc, sub.id, 1500)
     assert dispatch_is_empty(qc, "crash")

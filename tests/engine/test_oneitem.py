@@ -11,7 +11,7 @@ from redis.crc import key_slot
 
 from queueadmin.core.engine.config import QueueConfig
 from queueadmin.core.engine.store.keys import slot_tag
-from tests.engine_helpers import burst, dispatch_is_empty, wait_for
+from tests.engine_helpers import burst, dispatch_is_empty, kill_at_random, wait_for
 
 BACKENDS = ("single", "cluster")  # each test runs on one server and on a local cluster (conftest)
 
@@ -186,13 +186,7 @@ def test_a_lease_that_runs_out_redelivers_with_an_attempt_counted(qc):
 def test_sigkill_at_random_instants_loses_no_one_item_request(qc, workers):
     qc.define_queue("crash", QueueConfig(lease_seconds=2))
     subs = [qc.submit("crash", "sleep", [0.002], dedup=False, priority=k % 100) for k in range(600)]
-    procs = [workers.start("crash"), workers.start("crash")]
-    rng = random.Random(5)
-    for _ in range(5):
-        time.sleep(rng.uniform(0.2, 0.5))
-        victim = procs.pop(rng.randrange(len(procs)))
-        workers.kill(victim)
-        procs.append(workers.start("crash"))
+    kill_at_random(workers, "crash", seed=5, kills=5, low=0.2, high=0.5)
 
     def all_done():
         return all(s and s["state"] == "completed" for s in qc.statuses([s.id for s in subs]))
@@ -212,13 +206,7 @@ def test_chaos_retries_and_sigkills_leave_every_one_item_request_with_one_outcom
     letter; one result each, nothing left in dispatch."""
     qc.define_queue("chaos", QueueConfig(lease_seconds=1.5, backoff_seconds=0.0, max_attempts=3))
     subs = [qc.submit("chaos", "fail_until_third", [k], dedup=False, priority=k % 7) for k in range(300)]
-    procs = [workers.start("chaos"), workers.start("chaos")]
-    rng = random.Random(13)
-    for _ in range(4):
-        time.sleep(rng.uniform(0.2, 0.5))
-        victim = procs.pop(rng.randrange(len(procs)))
-        workers.kill(victim)
-        procs.append(workers.start("chaos"))
+    kill_at_random(workers, "chaos", seed=13, kills=4, low=0.2, high=0.5)
     rids = [s.id for s in subs]
     wait_for(lambda: all(s and s["state"] in ("completed", "failed") for s in qc.statuses(rids)), 90,
              interval=0.3, message=workers.logs())
