@@ -101,7 +101,7 @@ def bench_user():
 def time_pages(sample: str, big: str, runs: int) -> list[tuple[str, float, float]]:
     from django.test import Client
 
-    from queueadmin.core.live.topics import render_topic
+    from queueadmin.core.live.render import render_topic
 
     user = bench_user()
     c = Client()

@@ -93,7 +93,7 @@ def drain(tmp: Path, queues: str, expect_dead: int, expect_waiting: int, doomed:
 def time_pages(ids: dict, dead: int, runs: int) -> list[tuple[str, float, float]]:
     from django.test import Client
 
-    from queueadmin.core.live.topics import render_topic
+    from queueadmin.core.live.render import render_topic
 
     c = Client()
     c.force_login(bench_user())
