@@ -21,7 +21,8 @@ from queueadmin.core.engine.client.limits import check_dedup_key, check_text, pa
 from queueadmin.core.engine.client.reads import Reads
 from queueadmin.core.engine.config import MAX_CONCURRENCY, QueueConfig
 from queueadmin.core.engine.errors import QueueError
-from queueadmin.core.engine.features import chains, ratelimit, schedule, webhook_store
+from queueadmin.core.engine.features import chains, encryption, ratelimit, schedule, webhook_store
+from queueadmin.core.engine.hooks import HOOKS
 from queueadmin.core.engine.store import Store
 from queueadmin.core.engine.store.keys import slot_tag
 from queueadmin.core.engine.store.queue_slot import EnqueueCode, Enqueued
@@ -84,7 +85,9 @@ class Submitter:
             raise QueueError("a request needs at least one item")
         delay_ms, expires_ms = _ms(delay, "delay"), _ms(expires_in or 0, "expiry")
         if dedup and dedup_key is None:
-            dedup_key = default_dedup_key(processor, payloads)
+            dedup_key = default_dedup_key(processor, payloads, keyed=config.encrypt)
+        if config.encrypt:  # sealed at rest, opened by the worker (features/encryption.py)
+            payloads = encryption.seal_all(payloads)
         lean = len(payloads) == 1 and not request_id and not schedule.is_far(delay_ms)
         rid = request_id or new_request_id(queue if lean else None)
         meta = dict(id=rid, queue=queue, processor=processor, priority=priority, concurrency=concurrency,
@@ -97,6 +100,8 @@ class Submitter:
             meta["then"] = json.dumps(then)
         if parent:
             meta["parent"] = parent
+        if HOOKS.active:
+            _headers(meta)
         if lean:
             return self._submit_one(config, rid, meta, payloads[0], delay_ms, expires_ms, rate, then, callback_url)
         first, rest = payloads[:CHUNK], payloads[CHUNK:]
@@ -180,6 +185,8 @@ class Submitter:
         meta = dict(id=rid, queue=queue, processor=processor, priority=priority, concurrency=concurrency,
                     state="scheduled" if delay_ms else "queued", dedup_key=scoped_key(dedup_scope, dedup_key or ""),
                     streamed=1)
+        if HOOKS.active:
+            _headers(meta)
         _time_limit(meta, time_limit)
         _callback(meta, callback_url, callback_signer)
         rate = _rate_limit(meta, rate_limit)
@@ -202,6 +209,8 @@ class Submitter:
         meta = self.reads.meta(check_text(rid, "the request id"))
         config = self.queue_config(meta["queue"])
         payloads = checked_payloads(items)
+        if config.encrypt:
+            payloads = encryption.seal_all(payloads)
         total = int(meta.get("total", 0))
         chunks = [payloads[i:i + CHUNK] for i in range(0, len(payloads), CHUNK)] or [[]]
         closed = False
@@ -307,3 +316,11 @@ def _callback(meta: dict, url: str | None, signer: str) -> None:
     meta["callback_url"] = check_text(url, "the callback URL")
     if signer:
         meta["callback_signer"] = signer
+
+
+def _headers(meta: dict) -> None:
+    """What the installed hooks carry with the request (a trace's context:
+    hooks.py), kept in its meta as JSON."""
+    headers = HOOKS.headers(meta["queue"], meta["processor"])
+    if headers:
+        meta["headers"] = json.dumps(headers, separators=(",", ":"))

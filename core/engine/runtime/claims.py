@@ -11,8 +11,10 @@ the last claim came back, and how many workers share the tokens.
 """
 from __future__ import annotations
 
+import json
 import time
 
+from queueadmin.core.engine.hooks import HOOKS
 from queueadmin.core.engine.runtime.abilities import Abilities
 from queueadmin.core.engine.runtime.cycle import Cycle
 from queueadmin.core.engine.runtime.handoff import Handoffs
@@ -164,7 +166,20 @@ class Claims:
                     self.keeping.give_back(queue, t, "drop", 0)
         for item in items:
             self.held.add(item)
+        if HOOKS.wants_headers and items:
+            self._read_headers(items)
         return items
+
+    def _read_headers(self, items: list[Item]) -> None:
+        """Each item's request headers (hooks.py), in one round trip; only
+        when an installed hook wants them."""
+        rids = list({item.rid for item in items})
+        pipe = self.store.redis.pipeline(transaction=False)
+        for rid in rids:
+            pipe.hget(self.keys.request(rid).meta, "headers")
+        found = dict(zip(rids, pipe.execute()))
+        for item in items:
+            item.headers = _headers(found.get(item.rid))
 
     def handed_items(self) -> dict[str, list[Item]]:
         """The items of the handoffs this worker holds, by queue (`took`
@@ -184,3 +199,11 @@ class Claims:
                 self.executor.submit(items, fast, inline=fast and not self.executor.busy())
                 started = True
         return started
+
+
+def _headers(text: str | None) -> dict:
+    try:
+        headers = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return headers if isinstance(headers, dict) else {}

@@ -25,6 +25,8 @@ import time
 import traceback
 from typing import Callable
 
+from queueadmin.core.engine.hooks import HOOKS
+from queueadmin.core.engine.features.encryption import opened
 from queueadmin.core.engine.runtime import itemlog
 from queueadmin.core.engine.runtime.item import FINISHED, RUNNING, Interrupt, Item, ItemContext, Ran
 
@@ -50,7 +52,7 @@ def failure(item: Item, exc: BaseException) -> Ran:
         trace = traceback.format_exc(TRACEBACK_DEPTH)
     except Exception:
         trace = ""
-    return Ran(item, error=error, traceback=trace)
+    return Ran(item, error=error, traceback=trace, exc=exc)
 
 
 def _raise_in(thread_id: int, exc: type[BaseException] | None) -> None:
@@ -183,8 +185,12 @@ class Executor:
         token = itemlog.current.set(item)
         try:
             fn, takes_ctx = self.processors.get(item.processor)
-            payload = json.loads(item.payload)
-            result = fn(payload, self.make_context(item)) if takes_ctx else fn(payload)
+            payload = json.loads(opened(item.payload))  # sealed at rest: opened here (encryption.py)
+            if HOOKS.active:
+                with HOOKS.running(item):
+                    result = fn(payload, self.make_context(item)) if takes_ctx else fn(payload)
+            else:
+                result = fn(payload, self.make_context(item)) if takes_ctx else fn(payload)
             ran = Ran(item, result=result)
         except Interrupt:
             ran = self._stopped(item)
@@ -264,8 +270,12 @@ class Executor:
             if stopped_early:
                 raise asyncio.CancelledError()
             fn, takes_ctx = self.processors.get(item.processor)
-            payload = json.loads(item.payload)
-            result = await (fn(payload, self.make_context(item)) if takes_ctx else fn(payload))
+            payload = json.loads(opened(item.payload))  # sealed at rest: opened here (encryption.py)
+            if HOOKS.active:
+                with HOOKS.running(item):
+                    result = await (fn(payload, self.make_context(item)) if takes_ctx else fn(payload))
+            else:
+                result = await (fn(payload, self.make_context(item)) if takes_ctx else fn(payload))
             ran = Ran(item, result=result)
         except asyncio.CancelledError:
             ran = self._stopped(item)

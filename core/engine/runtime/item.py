@@ -58,6 +58,7 @@ class Item:
     log: ItemLog = field(default_factory=ItemLog, repr=False)  # ctx.log and logging while it runs
     progress: float | None = None  # ctx.progress: 0..1
     note: str = ""
+    headers: dict | None = None  # its request's headers, read only when a hook wants them (hooks.py)
 
     def elapsed(self, now: float | None = None) -> float:
         return (now or time.time()) - self.started
@@ -102,6 +103,7 @@ class Ran:
     error: str | None = None
     traceback: str = ""
     finished: float = field(default_factory=time.time)
+    exc: BaseException | None = field(default=None, repr=False)  # what the processor raised, for hooks
 
     @property
     def ok(self) -> bool:

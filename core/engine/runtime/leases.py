@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 
+from queueadmin.core.engine.hooks import HOOKS
 from queueadmin.core.engine.runtime.item import Held, Item
 from queueadmin.core.engine.runtime.pace import Pace
 from queueadmin.core.engine.store import Store
@@ -65,6 +66,8 @@ class LeaseKeeper:
             return
         for item, ok in zip(due, self.extend(due, [lease_of[i.queue] for i in due])):
             item.renewed = now
+            if HOOKS.active:
+                HOOKS.event(item, "lease renewed", {"held": ok, "lease_seconds": lease_of[item.queue]})
             if not ok and self.held.holds(item) and not item.lease_lost:
                 # let it finish: its acknowledgement counts only if no one else's did (ack-5.lua);
                 # stopping it would lose the work when the lease only looks lost (a failover)

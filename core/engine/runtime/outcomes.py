@@ -25,7 +25,8 @@ from queueadmin.core.engine import attempts, events
 from queueadmin.core.engine.client.limits import encode, encode_value, oneline
 from queueadmin.core.engine.config import QueueConfig
 from queueadmin.core.engine.errors import QueueError
-from queueadmin.core.engine.features import history, stats
+from queueadmin.core.engine.features import encryption, history, stats
+from queueadmin.core.engine.hooks import HOOKS
 from queueadmin.core.engine.runtime.item import Held, Item, Ran, record
 from queueadmin.core.engine.runtime.keeping import Keeping
 from queueadmin.core.engine.runtime.pace import Pace
@@ -94,6 +95,8 @@ class Outcomes:
         self.acked.append(item)
         self.keeping.release(item, outcome)  # or keep it for the request's next item (keeping.py)
         self._count(item, outcome, took, ran)
+        if HOOKS.active:
+            HOOKS.outcome(item, outcome, ran)
         if outcome == "dead":
             try:
                 events.fire(events.ITEM_DEAD, events.ItemDead(item.queue, item.rid, item.entry, item.index,
@@ -115,9 +118,12 @@ class Outcomes:
         item = ran.item
         if ran.ok:
             try:  # checked as items are (limits.py): JSON, finite, at most MAX_DEPTH deep, valid Unicode
-                body = '"result":' + encode_value(ran.result, "it")
+                value = encode_value(ran.result, "it")
             except QueueError as exc:
                 return self._failed(ran, cfg, f"ValueError: the result cannot be stored: {exc}")
+            if _sealing(cfg, item):  # the value sealed, the record's shape kept (encryption.py)
+                value = encode(encryption.seal(value, encryption.RESULT))
+            body = '"result":' + value
             return "done", self._record(ran, "done", body)
         if item.stop_reason == "cancelled":
             return "cancelled", self._record(ran, "cancelled", '"error":' + encode(_storable(ran.error)))
@@ -140,8 +146,12 @@ class Outcomes:
 
     def _record(self, ran: Ran, status: str, body: str) -> str:
         item = ran.item
+        sealing = _sealing(self.pace.config(item.queue), item)
         if item.log.lines:  # what the item logged goes with its result
-            body += ',"log":' + encode(_storable(item.log.text(), cap=0))  # capped as it was kept (itemlog.py)
+            text = _storable(item.log.text(), cap=0)  # capped as it was kept (itemlog.py)
+            body += ',"log":' + encode(encryption.seal(text, encryption.LOG) if sealing else text)
+        if sealing:
+            body += ',"enc":1'
         return record(status, body, item.attempt, self._id_json, item.started, ran.finished)
 
     def _count(self, item: Item, outcome: str, took: float, ran: Ran) -> None:
@@ -270,6 +280,12 @@ class Acks:
         for q, rids, answer in self.lean:
             for rid, acked in zip(rids, answer.value):
                 yield rid, q, acked
+
+
+def _sealing(cfg: QueueConfig, item: Item) -> bool:
+    """Whether an item's result and log are sealed: its queue encrypts, or
+    its payload was sealed (encryption turned off while it waited)."""
+    return cfg.encrypt or item.payload[:1] == encryption.MARK
 
 
 def _storable(text: str, cap: int = TEXT_CAP) -> str:
