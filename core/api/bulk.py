@@ -20,7 +20,7 @@ from django.http import QueryDict
 from ninja import Query, Router, Status
 from pydantic import BaseModel, ConfigDict, Field
 
-from queueadmin.core import deadfilter, operations, queries
+from queueadmin.core import bulk_operations, deadfilter, queries
 from queueadmin.core.audit import Actor
 from queueadmin.core.engine.client.queue_client import QueueError
 from queueadmin.core.forms import RequestFilterForm
@@ -115,7 +115,7 @@ def _parsed(params: dict) -> deadfilter.Parsed:
 
 
 def _job(jid: str) -> dict:
-    job = operations.bulk_progress(jid) if JOB_ID.match(jid) else None
+    job = bulk_operations.bulk_progress(jid) if JOB_ID.match(jid) else None
     if job is None:
         raise ApiError(404, "not_found", "no such bulk job (finished jobs are kept for a day)")
     return {name: job[name] for name in JobOut.model_fields}
@@ -143,7 +143,7 @@ def dead_bulk(request, action: str, payload: DeadBulkIn = None):
     if action not in ("retry", "discard"):
         raise ApiError(404, "not_found", "dead letters can be retried or discarded")
     parsed = _parsed((payload or DeadBulkIn()).filter.params())
-    return Status(202, _job(operations.bulk_dead(action, parsed.flt, parsed.request, actor=_actor(request))))
+    return Status(202, _job(bulk_operations.bulk_dead(action, parsed.flt, parsed.request, actor=_actor(request))))
 
 
 def requests_cancel(request, payload: RequestsBulkIn = None):
@@ -152,7 +152,7 @@ def requests_cancel(request, payload: RequestsBulkIn = None):
         raise ApiError(400, "invalid", "; ".join(f"{f}: {' '.join(e)}" for f, e in form.errors.items()))
     qs = form.filter(RequestRecord.objects.filter(state__in=queries.LIVE_STATES))
     ids = qs.order_by("id").values_list("id", flat=True).iterator(chunk_size=2000)  # never all in memory
-    return Status(202, _job(operations.bulk_cancel(ids, expected=qs.count(), label="cancel requests", actor=_actor(request))))
+    return Status(202, _job(bulk_operations.bulk_cancel(ids, expected=qs.count(), label="cancel requests", actor=_actor(request))))
 
 
 def inflight_requeue(request, payload: InflightBulkIn = None):
@@ -160,13 +160,13 @@ def inflight_requeue(request, payload: InflightBulkIn = None):
     if queue and queue not in queries.queue_names():
         raise ApiError(404, "not_found", f"no queue named {queue!r}")
     pairs = queries.inflight_pairs(queue)
-    return Status(202, _job(operations.bulk_requeue(pairs, label="requeue stuck items", actor=_actor(request))))
+    return Status(202, _job(bulk_operations.bulk_requeue(pairs, label="requeue stuck items", actor=_actor(request))))
 
 
 def queue_clear(request, name: str):
     if not NAME.match(name) or name not in queries.queue_names():
         raise ApiError(404, "not_found", "no such queue")
-    return Status(202, _job(operations.clear_queue(name, actor=_actor(request))))
+    return Status(202, _job(bulk_operations.clear_queue(name, actor=_actor(request))))
 
 
 def job(request, jid: str):

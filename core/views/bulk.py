@@ -13,7 +13,7 @@ from django_htmx.http import HttpResponseLocation
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from queueadmin.core import operations, queries
+from queueadmin.core import bulk_operations, queries
 
 from .common import page, staff_required
 
@@ -26,7 +26,7 @@ SECTIONS = {"dead": "dead", "inflight": "inflight", "requests": "requests", "cle
 @require_GET
 @staff_required
 def bulk_progress(request, jid):
-    job = queries.job_view(operations.bulk_progress(jid)) if JOB_ID.match(jid) else None
+    job = queries.job_view(bulk_operations.bulk_progress(jid)) if JOB_ID.match(jid) else None
     if job is None:
         raise Http404("no such bulk job (finished jobs are kept for a day)")
     if getattr(request, "htmx", False) and request.htmx.target == "bulk-progress":  # the panel polling itself
@@ -44,7 +44,7 @@ def after_start(request, jid: str, back: str, done_text: str):
     """Where a page goes once it started a bulk job: back, with the result,
     when the job is already over (it fitted one batch); else the job's page.
     `done_text`: the result, with {done} and {skipped} in it."""
-    job = queries.job_view(operations.bulk_progress(jid))
+    job = queries.job_view(bulk_operations.bulk_progress(jid))
     if job and job["over"] and job["state"] == "done":
         messages.success(request, done_text.format(done=f"{job['done']:,}", skipped=f"{job['skipped']:,}")
                          + (f" {job['skipped']:,} had changed meanwhile and were skipped." if job["skipped"] else ""))

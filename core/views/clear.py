@@ -8,7 +8,7 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from queueadmin.core import operations, queries
+from queueadmin.core import bulk_operations, queries
 from queueadmin.core.audit import Actor
 
 from .bulk import go
@@ -34,5 +34,5 @@ def queue_clear(request, name):
                             f"is cancelled, and items running now are stopped within about a second.",
                        action_url=reverse("queueadmin:queue_clear", args=[name]), fields=[], back_url=back,
                        section="queues")
-    jid = operations.clear_queue(name, actor=Actor.dashboard(request.user))
+    jid = bulk_operations.clear_queue(name, actor=Actor.dashboard(request.user))
     return go(request, reverse("queueadmin:bulk_progress", args=[jid]))

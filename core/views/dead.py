@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from queueadmin.core import deadfilter, operations, queries
+from queueadmin.core import bulk_operations, deadfilter, operations, queries
 from queueadmin.core.audit import Actor
 from queueadmin.core.engine.client.queue_client import QueueError
 
@@ -57,7 +57,7 @@ def _search(params, parsed) -> dict:
 
 def _job(jid: str):
     """The bulk job a page shows the progress of (?bulk=<id>), if it is one."""
-    return queries.job_view(operations.bulk_progress(jid)) if JOB_ID.match(jid or "") else None
+    return queries.job_view(bulk_operations.bulk_progress(jid)) if JOB_ID.match(jid or "") else None
 
 
 @never_cache
@@ -128,7 +128,7 @@ def _act_on_all(request, action: str, filt: str, back: str):
                        text=_question(action, label if exact else f"at least {n:,}", n, matching=True),
                        danger=action == "discard", action_url=reverse("queueadmin:dead_action"),
                        fields=[("action", action), ("scope", "all"), ("filter", filt)], back_url=back, section="dead")
-    jid = operations.bulk_dead(action, parsed.flt, parsed.request, actor=Actor.dashboard(request.user))
+    jid = bulk_operations.bulk_dead(action, parsed.flt, parsed.request, actor=Actor.dashboard(request.user))
     return go(request, reverse("queueadmin:dead") + "?" + urlencode({**parsed.query(), "bulk": jid}))
 
 

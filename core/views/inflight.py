@@ -8,7 +8,7 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from queueadmin.core import operations, queries
+from queueadmin.core import bulk_operations, operations, queries
 from queueadmin.core.audit import Actor
 from queueadmin.core.engine.client.queue_client import QueueError
 from queueadmin.core.queries.inflight import item_label
@@ -71,7 +71,7 @@ def inflight_requeue(request):
                            [("ids", f"{r}:{e}") for r, e in pairs] if scope != "stuck" else []),
                        back_url=back, section="inflight")
     if scope == "stuck":  # every stuck item the filter matches: a bulk job of batches of 500
-        jid = operations.bulk_requeue(pairs, label="requeue stuck items", actor=Actor.dashboard(request.user))
+        jid = bulk_operations.bulk_requeue(pairs, label="requeue stuck items", actor=Actor.dashboard(request.user))
         return after_start(request, jid, back, "Requeued {done} item(s).")
     n = operations.requeue(pairs, actor=Actor.dashboard(request.user))
     messages.success(request, f"Requeued {n:,} item{'s' if n != 1 else ''}." if n else

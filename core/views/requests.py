@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from queueadmin.core import operations, queries
+from queueadmin.core import bulk_operations, operations, queries
 from queueadmin.core.audit import Actor
 from queueadmin.core.webhooks import deliveries
 from queueadmin.core.engine.client.queue_client import QueueError
@@ -99,7 +99,7 @@ def _cancel_all(request, back: str):
                        action_url=reverse("queueadmin:request_bulk"), fields=[("scope", "all"), ("filter", filt)],
                        back_url=back, section="requests")
     ids = qs.order_by("id").values_list("id", flat=True).iterator(chunk_size=2000)  # never all in memory
-    jid = operations.bulk_cancel(ids, expected=n, label="cancel requests", actor=Actor.dashboard(request.user))
+    jid = bulk_operations.bulk_cancel(ids, expected=n, label="cancel requests", actor=Actor.dashboard(request.user))
     return after_start(request, jid, back, "Cancelled {done} request(s).")
 
 
