@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable
 
 import redis
 
+from queueadmin.core.engine.client.coalesce import Coalescer
 from queueadmin.core.engine.client.dedup import INTERNAL, check_scope as _scope, default_dedup_key, scoped_key
 from queueadmin.core.engine.client.limits import check_dedup_key, check_text, payloads as checked_payloads
 from queueadmin.core.engine.client.reads import Reads
@@ -55,6 +56,7 @@ class Submitter:
         self.store, self.redis, self.keys = store, store.redis, store.keys
         self.reads, self.queue_config = reads, queue_config
         self.processors, self.channel = processors, channel
+        self.together = Coalescer(store.trip)  # concurrent one-item submits share round trips
 
     def validate(self, queue: str, processor: str, priority, concurrency) -> tuple[QueueConfig, int, int]:
         check_text(queue, "the queue name")
@@ -149,8 +151,9 @@ class Submitter:
                 trip.pipe.zadd(self.keys.chains, {rid: int(time.time() * 1000)})  # until its follow-up exists
                 trip.run()
                 answer = submitted.value
-            else:  # a lone call, no pipeline: the leanest round trip
-                answer = self.store.queue.submit_one(queue, rid, meta, payload, **terms)
+            else:  # alone, or on one pipeline with the calls of other threads (coalesce.py)
+                answer = self.together.call(
+                    lambda trip: self.store.queue.submit_one(queue, rid, meta, payload, **terms, trip=trip))
         except redis.RedisError:
             self.undo(queue, rid, meta["dedup_key"])
             raise
