@@ -105,3 +105,28 @@ def check_shared_secrets(app_configs=None, **kwargs) -> list[checks.CheckMessage
                 hint=f"Set {variable} to the same value on every machine (docs/operations.md).",
                 id="queueadmin.W011"))
     return found
+
+
+@checks.register("queueadmin")
+def check_encryption(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """ENCRYPTION_KEYS must be well-formed, and present when a queue encrypts
+    (core/engine/features/encryption.py)."""
+    from queueadmin.core.engine.features import encryption
+
+    problem = encryption.problem()
+    if problem.startswith("ENCRYPTION_KEYS"):
+        return [checks.Error(problem, hint="Each key: 32 random bytes in base64 or hex (docs/configuration.md).",
+                             id="queueadmin.E030")]
+    if problem:
+        try:
+            from queueadmin.core.models import Queue
+
+            encrypted = list(Queue.objects.filter(encrypt=True).values_list("name", flat=True))
+        except Exception:  # no database yet (before migrate): nothing to say
+            encrypted = []
+        if encrypted:
+            return [checks.Error(f"queue(s) {', '.join(encrypted)} encrypt their items, and no encryption key "
+                                 "is configured: submissions to them are refused and their items cannot be read",
+                                 hint="Set QUEUEADMIN[\"ENCRYPTION_KEYS\"] or QUEUEADMIN_ENCRYPTION_KEYS.",
+                                 id="queueadmin.E031")]
+    return []

@@ -59,6 +59,9 @@ SETTINGS = [
     Setting("WEBHOOK_SENDERS", 8, "Webhook attempts a worker process makes at once, one per target (and as "
                                   "many more for targets whose last attempt timed out)."),
     Setting("WEBHOOK_POLL_SECONDS", 1.0, "How often a worker looks for webhooks due."),
+    Setting("ENCRYPTION_KEYS", [], "Keys of encrypted queues (AES-256-GCM): 32 random bytes each, in base64 or hex, "
+                                   "newest first; new data is sealed with the first, reads try each (also "
+                                   "QUEUEADMIN_ENCRYPTION_KEYS, comma separated)."),
     Setting("UNRUNNABLE_SECONDS", 3600.0, "Default, per queue, of how long an item waits for a live worker that "
                                           "has its processor before it fails with that reason."),
 ]

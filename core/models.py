@@ -64,6 +64,10 @@ class Queue(models.Model):
         default=unrunnable_default, validators=[MinValueValidator(0)],
         help_text="An item that no live worker can run (none has its processor or can import its task) waits "
                   "this long for one, then fails with that reason and the retry policy applies.")
+    encrypt = models.BooleanField(
+        default=False,
+        help_text="Encrypt payloads, results, logs and errors in Redis (AES-GCM) with the keys of "
+                  "QUEUEADMIN[\"ENCRYPTION_KEYS\"].")
 
     class Meta:
         ordering = ["name"]
@@ -77,7 +81,7 @@ class Queue(models.Model):
                            backoff_max_seconds=self.backoff_max_seconds, retention_seconds=self.retention_seconds,
                            paused=self.paused, time_limit_seconds=self.time_limit_seconds,
                            rate_limit=ratelimit.canonical(self.rate_limit),
-                           unrunnable_seconds=self.unrunnable_seconds)
+                           unrunnable_seconds=self.unrunnable_seconds, encrypt=self.encrypt)
 
 
 class RequestRecord(models.Model):

@@ -227,7 +227,8 @@ def test_the_configuration_table_lists_every_setting_with_its_default():
 # -- the commands' options are all in the manual -----------------------------------------------
 
 
-COMMANDS = ["queue_worker", "queue_submit", "queue_status", "queue_results", "queue_token", "queue_steer"]
+COMMANDS = ["queue_worker", "queue_submit", "queue_status", "queue_results", "queue_token", "queue_steer",
+            "queue_reencrypt"]
 
 
 def options_of(parser) -> set[str]:

@@ -16,7 +16,7 @@ from queueadmin.core.admin.audited import AuditedAdmin
 from queueadmin.core.audit import Actor
 from queueadmin.core.engine.client.queue_client import QueueError
 from queueadmin.core.engine.config import QueueConfig
-from queueadmin.core.engine.features import ratelimit
+from queueadmin.core.engine.features import encryption, ratelimit
 from queueadmin.core.forms import BACKEND_DOWN
 from queueadmin.core.models import Queue
 
@@ -45,6 +45,10 @@ class QueueForm(forms.ModelForm):
             raise ValidationError(str(exc)) from None
         if values["backoff_max_seconds"] < values["backoff_seconds"]:
             self.add_error("backoff_max_seconds", "The longest retry delay cannot be shorter than the first one.")
+        if values.get("encrypt"):
+            problem = encryption.problem()
+            if problem:
+                self.add_error("encrypt", problem)
         try:
             clients.redis_client().ping()
         except redis.RedisError:
@@ -67,6 +71,7 @@ class QueueAdmin(AuditedAdmin):
         ("Delivery and retries", {"fields": ("lease_seconds", "time_limit_seconds", "max_attempts",
                                              "backoff_seconds", "backoff_max_seconds", "unrunnable_seconds")}),
         ("Retention", {"fields": ("retention_seconds",)}),
+        ("Encryption", {"fields": ("encrypt",)}),
     )
 
     def audit_queue(self, obj) -> str:

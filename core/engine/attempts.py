@@ -27,6 +27,8 @@ from __future__ import annotations
 import json
 import math
 
+from queueadmin.core.engine.features import encryption
+
 KEPT = 10  # attempts kept per item (ATTEMPTS_KEPT in lua/_request.lua)
 WHY_CAP = 300  # characters of the error's first line kept as the reason
 
@@ -71,6 +73,7 @@ def parse(raw: str | None) -> list[dict]:
         except ValueError:
             continue
         if isinstance(entry, dict) and isinstance(entry.get("n"), int):
+            encryption.open_line(entry)  # an encrypted queue's error, sealed
             out.append(_shown(entry["n"], entry.get("w"), entry.get("t"), entry.get("r"), entry.get("o"),
                               entry.get("y")))
     return out

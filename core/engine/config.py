@@ -26,6 +26,7 @@ class QueueConfig:
     time_limit_seconds: float = 3600.0  # an item running longer is stopped (0 = no limit)
     rate_limit: str = ""  # at most this many item starts per window, e.g. "20/s" ("" = none; ratelimit.py)
     unrunnable_seconds: float = 3600.0  # an item no live worker can run fails after this long (routing.py)
+    encrypt: bool = False  # payloads, results and logs sealed at rest (features/encryption.py)
 
     def backoff(self, attempt: int) -> float:
         """Delay before the retry that follows attempt number `attempt`."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import redis as redis_lib
 
 from queueadmin.core import clients
+from queueadmin.core.engine.features.encryption import open_record, payload_value
 from queueadmin.core.models import Queue
 
 META_FIELDS = ("total", "done", "failed", "expired", "priority", "state", "discarded", "processor")
@@ -156,7 +157,7 @@ def _loads(raw, default=None):
     if not raw:
         return {} if default is None else default
     try:
-        return json.loads(raw)
+        return open_record(json.loads(raw))  # an encrypted queue's sealed values opened (encryption.py)
     except (TypeError, ValueError):
         return {"status": "corrupt", "error": "unreadable record in Redis"} if default is None else default
 
@@ -165,7 +166,7 @@ def _payload(raw):
     if raw is None:
         return None
     try:
-        return json.loads(raw)
+        return payload_value(raw)  # json.loads, opened first when sealed (encryption.py)
     except (TypeError, ValueError):
         return raw
 

@@ -46,6 +46,7 @@ def from_redis(alias: str, task: Task, rid: str, status: dict) -> TaskResult:
     records = list(client.results(rid))
     single = status["total"] == 1
     payload = client.items(rid, 0, 1)[0]["payload"] if single else {}
+    payload = payload if isinstance(payload, dict) else {}  # e.g. "(encrypted: no key)": no args to show
     errors = [_error(r) for r in records if r.get("error")]
     if single:
         record = records[0] if records else {}

@@ -21,6 +21,7 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from queueadmin.core.engine.errors import QueueError
+from queueadmin.core.engine.features import encryption
 
 LEGACY_SCORE = 10**11  # scores above this are times in ms, not item indices
 CHUNK = 500  # letters read per round trip
@@ -190,4 +191,5 @@ def _loads(raw) -> dict:
         rec = json.loads(raw) if raw else {}
     except ValueError:
         return {}
-    return rec if isinstance(rec, dict) else {}
+    # an encrypted queue's error opened, so the text filter matches it (encryption.py)
+    return encryption.open_record(rec) if isinstance(rec, dict) else {}

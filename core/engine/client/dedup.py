@@ -44,7 +44,14 @@ def check_scope(scope: str) -> str:
     return check_text(scope, "the de-dup scope")
 
 
-def default_dedup_key(processor: str, payloads: list[str]) -> str:
+def default_dedup_key(processor: str, payloads: list[str], keyed: bool = False) -> str:
+    """A hash of the processor and the payloads; `keyed` (an encrypted
+    queue's): an HMAC under a key derived from the newest encryption key, so
+    the stored key does not let anyone test guesses of the clear text."""
+    if keyed:
+        from queueadmin.core.engine.features import encryption
+
+        return encryption.default_dedup_key(processor, payloads)
     h = hashlib.sha256(processor.encode())
     for p in payloads:
         h.update(b"\n")

@@ -10,6 +10,7 @@ from queueadmin.core.engine.client.dedup import split_key
 from queueadmin.core.engine.config import QueueConfig
 from queueadmin.core.engine.errors import QueueError
 from queueadmin.core.engine.features import latency
+from queueadmin.core.engine.features.encryption import open_record, payload_value
 from queueadmin.core.engine.states import TERMINAL  # noqa: F401 (read from here by the Django side too)
 from queueadmin.core.engine.store import Store
 
@@ -70,7 +71,7 @@ class Reads:
         for start in range(0, total, batch):
             idx = list(range(start, min(total, start + batch)))
             for i, raw in zip(idx, self.redis.hmget(rk.results, idx)):
-                record = json.loads(raw) if raw else {"status": missing}
+                record = open_record(json.loads(raw)) if raw else {"status": missing}
                 if record.get("status") == "retrying" and state in ("cancelled", "expired"):
                     record["status"] = missing
                 yield {"index": i, **record}
@@ -96,9 +97,9 @@ class Reads:
         out = []
         for i, raw in zip(idx, results):
             eid, payload = by_index.get(i, (None, "null"))
-            record = json.loads(raw) if raw else {}
+            record = open_record(json.loads(raw)) if raw else {}
             status = record.get("status") or ("running" if eid in lease_of else "pending")
-            out.append({"index": i, "entry": eid, "payload": json.loads(payload), **record, "status": status,
+            out.append({"index": i, "entry": eid, "payload": payload_value(payload), **record, "status": status,
                         "lease_deadline": lease_of.get(eid)})
         return out
 
@@ -110,8 +111,8 @@ class Reads:
             if not item:
                 continue
             idx = item["index"]
-            record = json.loads(self.redis.hget(rk.results, idx) or "{}")
-            out.append({"request": rid, "entry": eid, "index": idx, "payload": json.loads(item["payload"]),
+            record = open_record(json.loads(self.redis.hget(rk.results, idx) or "{}"))
+            out.append({"request": rid, "entry": eid, "index": idx, "payload": payload_value(item["payload"]),
                         "dead_at": record.get("finished_at", at / 1000), **record})
         return out
 

@@ -267,8 +267,12 @@ def fire(client, d: Definition, due_ms: int, manual: bool = False, missed: bool 
     (`due_at`) and, when it stands for missed times, `caught_up`."""
     rid = request_id(client, d.name + ("\x00now" if manual else ""), due_ms)
     rk = client.keys.request(rid)
-    _, priority, concurrency = client.submission.validate(d.queue, d.processor, d.priority, d.concurrency)
+    config, priority, concurrency = client.submission.validate(d.queue, d.processor, d.priority, d.concurrency)
     payloads = checked_payloads(d.items)
+    if config.encrypt:  # sealed at rest like any submission's (encryption.py)
+        from queueadmin.core.engine.features import encryption
+
+        payloads = encryption.seal_all(payloads)
     key = scoped_key(PERIODIC, dedup_key(d.name, due_ms) + (":now" if manual else ""))
     meta = dict(id=rid, queue=d.queue, processor=d.processor, priority=priority, concurrency=concurrency,
                 state="queued", dedup_key=key, periodic=d.name, due_at=due_ms)

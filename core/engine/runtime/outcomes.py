@@ -90,6 +90,8 @@ class Outcomes:
         outcome, text = self._outcome(ran, cfg)
         retry_ms = int(cfg.backoff(item.attempt) * 1000) if outcome == "retry" else 0
         line = attempts.line(item.attempt, self.id, item.started, ran.finished, outcome, ran.error, item.stop_reason)
+        if line and _sealing(cfg, item):  # its error's first line sealed, as the record's error is
+            line = encryption.seal_line(line)
         self.acks.setdefault(item.rid, (item.queue, []))[1].extend(
             [item.entry, item.index, outcome, text, retry_ms, line])
         self.acked.append(item)
@@ -129,7 +131,9 @@ class Outcomes:
             return "cancelled", self._record(ran, "cancelled", '"error":' + encode(_storable(ran.error)))
         unknown = ran.error.startswith("ProcessorError")
         outcome = "dead" if unknown or item.attempt >= cfg.max_attempts else "retry"
-        body = f'"error":{encode(_storable(ran.error))},"traceback":{encode(_storable(ran.traceback))}'
+        sealing = _sealing(cfg, item)  # errors often quote the payload: sealed too (encryption.py)
+        body = (f'"error":{encode(_sealed(_storable(ran.error), sealing, encryption.ERROR))},'
+                f'"traceback":{encode(_sealed(_storable(ran.traceback), sealing, encryption.TRACE))}')
         return outcome, self._record(ran, "retrying" if outcome == "retry" else "failed", body)
 
     def _failed(self, ran: Ran, cfg: QueueConfig, error: str, with_log: bool = True) -> tuple[str, str]:
@@ -137,11 +141,13 @@ class Outcomes:
         with `error`, under the queue's retry policy."""
         ran.error = error = _storable(error)  # for the log line (_count)
         outcome = "dead" if ran.item.attempt >= cfg.max_attempts else "retry"
-        body = '"result":null,"error":' + encode(error)
+        sealing = _sealing(cfg, ran.item)
+        body = '"result":null,"error":' + encode(_sealed(error, sealing, encryption.ERROR))
         status = "retrying" if outcome == "retry" else "failed"
         if with_log:
             return outcome, self._record(ran, status, body)
         item = ran.item
+        body += ',"enc":1' if sealing else ""
         return outcome, record(status, body, item.attempt, self._id_json, item.started, ran.finished)
 
     def _record(self, ran: Ran, status: str, body: str) -> str:
@@ -283,9 +289,20 @@ class Acks:
 
 
 def _sealing(cfg: QueueConfig, item: Item) -> bool:
-    """Whether an item's result and log are sealed: its queue encrypts, or
+    """Whether an item's result, log and errors are sealed: its queue encrypts, or
     its payload was sealed (encryption turned off while it waited)."""
     return cfg.encrypt or item.payload[:1] == encryption.MARK
+
+
+def _sealed(text: str, sealing: bool, purpose: str) -> str:
+    """An error or traceback as stored: sealed for an encrypted queue; never
+    raises (without a key, what is kept says so and holds nothing of the text)."""
+    if not sealing:
+        return text
+    try:
+        return encryption.seal(text, purpose)
+    except encryption.EncryptionError as exc:
+        return f"(not stored: {exc})"
 
 
 def _storable(text: str, cap: int = TEXT_CAP) -> str:
