@@ -14,7 +14,6 @@ import os
 import time
 
 import pytest
-import redis as redis_lib
 from hypothesis import given, settings as hsettings, strategies as st
 
 from queueadmin.core.engine.client.dedup import default_dedup_key
@@ -23,7 +22,8 @@ from queueadmin.core.engine.features import encryption
 from queueadmin.core.engine.features.encryption import EncryptionError, Keyring
 from queueadmin.core.engine.runtime.processors import Processors
 from queueadmin.core.engine.runtime.worker import Worker
-from tests.engine_helpers import ALL_PROCESSORS, TEST_PROCESSORS, WorkerProcs, wait_for
+from queueadmin.core.engine.store.connection import connect
+from tests.engine_helpers import ALL_PROCESSORS, TEST_PROCESSORS, WorkerProcs
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -47,7 +47,7 @@ def run(client, queues=("sec",)) -> Worker:
 
 def every_value(url: str) -> bytes:
     """Every key of the server with everything it holds, as bytes (SCAN, then by type)."""
-    raw = redis_lib.Redis.from_url(url)
+    raw = connect(url, decode_responses=False)  # a cluster's every node too
     out = []
     try:
         for key in raw.scan_iter(count=1000):
@@ -157,6 +157,7 @@ def test_the_wrong_key_says_so_clearly():
 # -- at rest -------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("backend", ["single", "cluster"], indirect=True)
 def test_an_encrypted_queue_keeps_no_clear_text_and_reads_back_in_clear(sec, redis_url):
     many = sec.submit("sec", "tell", items(30, "m")).id
     one = sec.submit("sec", "tell", items(1, "o")).id
@@ -284,6 +285,7 @@ def test_a_worker_with_the_wrong_key_fails_the_item_clearly_and_lives(sec, redis
 # -- rotation ---------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("backend", ["single", "cluster"], indirect=True)
 def test_rotation_reencrypts_everything_and_the_old_key_can_go(sec, redis_url):
     a, b = Keyring([KEY_A]).primary, Keyring([KEY_B]).primary
     done_many = sec.submit("sec", "tell", items(4, "r1")).id
@@ -375,3 +377,34 @@ def test_sealing_costs_little(ring):
     print(f"\nseal {seal_us:.1f} us, open {open_us:.1f} us per 1 KB payload; "
           f"{len(sealed[0]) - len(text)} bytes added to {len(text)}")
     assert seal_us < 1000 and open_us < 1000
+
+
+def test_reencrypting_while_workers_run_loses_nothing(sec, redis_url):
+    """Streams rebuilt and records re-sealed under running workers: every
+    item runs, its result is its own, and nothing is left under the old key."""
+    import threading
+
+    rid = sec.submit("sec", "tell", items(400, "live")).id
+    one = [sec.submit("sec", "tell", items(1, f"lone{i}")).id for i in range(20)]
+    ring = Keyring([KEY_B, KEY_A])  # the command's
+    encryption.install(Keyring([KEY_A, KEY_B]))  # the worker reads B and still seals with A: records race
+    worker = Worker(sec, ["sec"], Processors(PROCESSORS), burst=True, install_signals=False, threads=4)
+    thread = threading.Thread(target=worker.work, daemon=True)
+    thread.start()
+    passes = []
+    while thread.is_alive():
+        passes.append(encryption.reencrypt(sec.redis, sec.keys, ring, batch=5))
+    thread.join()
+    passes.append(encryption.reencrypt(sec.redis, sec.keys, ring))  # what the worker sealed with A last
+    final = encryption.reencrypt(sec.redis, sec.keys, ring)
+    assert sum(p.payloads for p in passes) >= 1 and sum(p.records for p in passes) >= 1
+    assert final.payloads == final.records == final.in_streams == 0
+    assert sec.status(rid)["state"] == "completed"
+    got = list(sec.results(rid))
+    assert [r["result"] for r in got] == [{"r": f"RESMARK PAYMARKlive-{i}"} for i in range(400)]
+    assert all(r["attempts"] == 1 for r in got)
+    for i, lone in enumerate(one):
+        assert [r["result"] for r in sec.results(lone)] == [{"r": f"RESMARK PAYMARKlone{i}-0"}]
+    encryption.install(Keyring([KEY_B]))
+    assert [p["payload"] for p in sec.items(rid, 0, 400)] == items(400, "live")
+    assert sealed_ids(assert_no_clear_text(redis_url)) == {ring.primary}

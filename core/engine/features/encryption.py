@@ -386,6 +386,7 @@ return 0
 
 
 BIG_HASH = 1000  # results hashes larger than this are read with HSCAN, not at once
+WRITES_PER_TRIP = 1000  # re-sealed values sent per round trip at most
 
 
 # a stream rebuilt with re-sealed payloads (KEYS: items, scratch key in its slot;
@@ -512,6 +513,9 @@ def _rewrap_batch(r, keys, ring: Keyring, cas, rebuild, metas: list[str], done: 
                 continue
             if new is not None:
                 writes.append((rk.results, field, raw, new, "records"))
+                if len(writes) >= WRITES_PER_TRIP:  # a large request's records go as they are read
+                    _apply(r, cas, writes, done, dry_run)
+                    writes = []
         if kind == "hash":
             lean.append(rk.items)
         elif kind == "stream":
@@ -528,6 +532,11 @@ def _rewrap_batch(r, keys, ring: Keyring, cas, rebuild, metas: list[str], done: 
                     done.unreadable += 1
     for rid, key in streams:
         _rewrap_stream(r, key, ring, rid, done, dry_run, rebuild)
+    _apply(r, cas, writes, done, dry_run)
+
+
+def _apply(r, cas, writes: list, done: Rewrap, dry_run: bool) -> None:
+    """Each (key, field, old, new, what) replaced if it still holds `old`: one round trip."""
     if not writes:
         return
     if dry_run:
