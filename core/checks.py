@@ -108,6 +108,27 @@ def check_shared_secrets(app_configs=None, **kwargs) -> list[checks.CheckMessage
 
 
 @checks.register("queueadmin")
+def check_history_retention(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """HISTORY_RETENTION and HISTORY_PRUNE_SECONDS (core/retention.py): a bad
+    value is said here, not found by a worker's pruning pass."""
+    from queueadmin.core import retention
+
+    found = []
+    try:
+        retention.policy()
+    except retention.RetentionError as exc:
+        found.append(checks.Error(
+            str(exc), hint='Use None (keep for ever), days for every finished state (e.g. 30), or a dict such as '
+                           '{"completed": 30, "failed": 90}; the states: ' + ", ".join(retention.FINISHED_STATES),
+            id="queueadmin.E020"))
+    try:
+        retention.prune_every()
+    except retention.RetentionError as exc:
+        found.append(checks.Error(str(exc), hint="e.g. 3600 (hourly)", id="queueadmin.E021"))
+    return found
+
+
+@checks.register("queueadmin")
 def check_encryption(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     """ENCRYPTION_KEYS must be well-formed, and present when a queue encrypts
     (core/engine/features/encryption.py)."""

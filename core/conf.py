@@ -64,6 +64,12 @@ SETTINGS = [
                                    "QUEUEADMIN_ENCRYPTION_KEYS, comma separated)."),
     Setting("UNRUNNABLE_SECONDS", 3600.0, "Default, per queue, of how long an item waits for a live worker that "
                                           "has its processor before it fails with that reason."),
+    Setting("HISTORY_RETENTION", None, "Days the request history keeps finished requests: one number for "
+                                       "every finished state, or a dict state -> days such as "
+                                       "{\"completed\": 30, \"failed\": 90} (a state left out is kept); None: "
+                                       "kept for ever."),
+    Setting("HISTORY_PRUNE_SECONDS", 3600.0, "How often, at most, the workers prune the request history "
+                                             "(one worker at a time), when HISTORY_RETENTION is set."),
 ]
 DEFAULTS = {s.name: s.default for s in SETTINGS}
 

@@ -173,13 +173,14 @@ class DjangoSide:
             import django
 
             django.setup()
-            from queueadmin.core import operations
+            from queueadmin.core import operations, retention
             from queueadmin.core.webhooks import sender
 
             if self.sync_queues:
                 operations.sync_queues()  # the database's queues reach Redis (admin edits do at once)
             self.subscribers = django_subscribers()
             sender.start()  # webhook deliveries are sent from workers (core/webhooks/sender.py)
+            retention.start()  # and the history is pruned from them, when configured (core/retention.py)
         except Exception:  # history and app processors wait; the engine keeps serving
             log.exception("worker: Django could not be set up (request history is not recorded)")
         finally:

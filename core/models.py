@@ -110,6 +110,8 @@ class RequestRecord(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        # pruning by age per state (core/retention.py: manage.py queue_prune and the workers' upkeep)
+        indexes = [models.Index(fields=["state", "finished_at"], name="queueadmin_hist_state_fin")]
 
     def __str__(self):
         return f"{self.id} ({self.queue}/{self.processor}, {self.state})"

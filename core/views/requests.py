@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from queueadmin.core import bulk_operations, operations, queries
+from queueadmin.core import bulk_operations, operations, queries, retention
 from queueadmin.core.audit import Actor
 from queueadmin.core.webhooks import deliveries
 from queueadmin.core.engine.client.queue_client import QueueError
@@ -41,7 +41,8 @@ def list_context(request) -> dict:
     params.pop("page", None)
     live_ids = [row["id"] for row in rows if row["state"] in LIVE]
     return {"form": form, "rows": rows, "pg": pg, "filter_qs": params.urlencode(),
-            "live_topic": "rows:" + ",".join(live_ids) if live_ids else "", "filter_errors": form.errors}
+            "live_topic": "rows:" + ",".join(live_ids) if live_ids else "", "filter_errors": form.errors,
+            "history_kept": retention.describe()}
 
 
 @never_cache

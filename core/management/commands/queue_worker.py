@@ -13,7 +13,7 @@ import redis
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
-from queueadmin.core import clients, conf, launch, operations
+from queueadmin.core import clients, conf, launch, operations, retention
 from queueadmin.core.webhooks import sender as webhook_sender
 from queueadmin.core.engine import errors
 from queueadmin.core.engine.runtime.processors import Processors
@@ -62,6 +62,7 @@ class Command(BaseCommand):
         values = conf.values()
         launch.record_finishes()  # history and webhook deliveries hang on what the worker sees finish
         webhook_sender.start()  # in this process (a forked slot starts its own)
+        retention.start()  # prunes the history now and then, when HISTORY_RETENTION is set
         return Worker(clients.engine(), launch.queue_names(opts), Processors(values["PROCESSORS"]),
                       name=launch.slot_name(opts, slot), recycled=recycled, exit_now=exit_now,
                       **launch.worker_options(opts, values))
