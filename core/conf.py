@@ -70,6 +70,10 @@ SETTINGS = [
                                        "kept for ever."),
     Setting("HISTORY_PRUNE_SECONDS", 3600.0, "How often, at most, the workers prune the request history "
                                              "(one worker at a time), when HISTORY_RETENTION is set."),
+    Setting("SENTRY", {}, "Sentry reporting, when the project has set sentry-sdk up: False turns it off; keys "
+                          "report (\"final\": once per item whose attempts are exhausted, or \"every\": each "
+                          "failed attempt), crons, dashboard_url, grouping, monitor_config "
+                          "(docs/operations.md, Sentry)."),
 ]
 DEFAULTS = {s.name: s.default for s in SETTINGS}
 

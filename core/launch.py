@@ -128,7 +128,12 @@ def show_logs() -> None:
 
 
 def worker_options(opts, values: dict) -> dict:
-    """The Worker's keyword arguments from the command line and the settings (conf.values())."""
+    """The Worker's keyword arguments from the command line and the settings (conf.values()).
+    Both ways of starting a worker process come here first: Sentry's hook is
+    installed here when the project set sentry-sdk up (integrations/sentry.py)."""
+    from queueadmin.core.engine.integrations import sentry
+
+    sentry.install_if_available(values.get("SENTRY"))
     return dict(burst=opts.burst, heartbeat=values["HEARTBEAT_SECONDS"], dead_after=values["DEAD_AFTER_SECONDS"],
                 aging_seconds=values["AGING_SECONDS"], report_in_background=True, threads=opts.threads,
                 async_tasks=opts.async_tasks, time_limit_grace=opts.time_limit_grace,

@@ -16,6 +16,9 @@ engine fires these with or without it.
     ITEM_DEAD  a worker that judged an item dead     ItemDead    none built in
                (its last attempt failed),
                runtime/outcomes.py
+    PERIODIC_FIRED  features/periodic.fire, once a   PeriodicFired  none built in (Sentry's cron
+               due time's request exists, before                 check-ins: integrations/sentry.py)
+               it is enqueued
 
 The engine's own subscribers are listed in BUILT_IN (dotted paths, resolved
 on the first fire, so that this module imports none of them) and run first,
@@ -37,13 +40,15 @@ log = logging.getLogger("queueadmin.events")
 FINISHED = "finished"
 CANCELLED = "cancelled"
 ITEM_DEAD = "item dead"
-EVENTS = (FINISHED, CANCELLED, ITEM_DEAD)
+PERIODIC_FIRED = "periodic fired"
+EVENTS = (FINISHED, CANCELLED, ITEM_DEAD, PERIODIC_FIRED)
 
 BUILT_IN = {
     FINISHED: ("queueadmin.core.engine.features.chains.on_finished",),
     CANCELLED: ("queueadmin.core.engine.features.chains.on_cancelled",
                 "queueadmin.core.engine.features.webhook_store.on_cancelled"),
     ITEM_DEAD: (),
+    PERIODIC_FIRED: (),
 }
 
 
@@ -85,6 +90,19 @@ class ItemDead:
     index: int
     attempt: int
     error: str
+
+
+@dataclass(frozen=True)
+class PeriodicFired:
+    """A periodic request's due time fired (features/periodic.py): `definition`
+    is its Definition, `rid` the request made for `due_ms`; `manual` when run
+    now apart from the schedule, `missed` when it stands for missed times."""
+    client: Any
+    definition: Any
+    due_ms: int
+    rid: str
+    manual: bool = False
+    missed: bool = False
 
 
 # -- the registry --------------------------------------------------------------------

@@ -47,6 +47,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from redis.exceptions import RedisError
 
+from queueadmin.core.engine import events
 from queueadmin.core.engine.client.dedup import PERIODIC, scoped_key
 from queueadmin.core.engine.errors import QueueError
 from queueadmin.core.engine.client.limits import payloads as checked_payloads
@@ -289,6 +290,10 @@ def fire(client, d: Definition, due_ms: int, manual: bool = False, missed: bool 
             return rid  # fired, and already finished
         # made earlier; registering again is a no-op if it was (enqueue answers "already registered"),
         # and registers it if its maker died between the two steps
+    try:  # before it can run: a Sentry check-in opens before its request can close it (events.py)
+        events.fire(events.PERIODIC_FIRED, events.PeriodicFired(client, d, due_ms, rid, manual, missed))
+    except Exception:
+        log.exception("periodic request %s due %d: a subscriber failed", d.name, due_ms)
     trip = client.store.trip()
     enqueued = client.submission.enqueue(trip, d.queue, rid, priority, concurrency, key, 0, len(payloads))
     trip.run()
