@@ -22,3 +22,8 @@ class QueueadminConfig(AppConfig):
         show_logs()  # queueadmin's own log lines show in a project whose LOGGING says nothing of them
 
         autodiscover()  # installed apps' processors.py: the web process and workers see the same set
+
+        from queueadmin.core import conf
+        from queueadmin.core.engine.integrations import otel
+
+        otel.install_if_available(conf.get("OPENTELEMETRY"))  # tracing, when OpenTelemetry is installed

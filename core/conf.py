@@ -36,6 +36,9 @@ SETTINGS = [
     Setting("DEAD_AFTER_SECONDS", 10.0, "A worker silent this long is dead: its work is handed to others."),
     Setting("WAIT_REPLICAS", 0, "Wait for this many replicas to have each write round trip (0: off)."),
     Setting("WAIT_TIMEOUT_MS", 1000, "How long to wait for WAIT_REPLICAS."),
+    Setting("OPENTELEMETRY", True, "Trace submissions and items' runs with OpenTelemetry when its API package "
+                                   "is installed (the spans go to the TracerProvider the project configures); "
+                                   "False: off (docs/operations.md, Tracing)."),
     Setting("API_MAX_BODY_BYTES", 64 * MiB, "Largest request body from a usable API token (413 above)."),
     Setting("API_ANON_MAX_BODY_BYTES", 16 * 1024, "Largest body sent without a usable token, refused unread."),
     Setting("API_BODY_BUDGET_BYTES", 64 * MiB, "Bytes of large bodies (over 1 MiB) a web process handles at "

@@ -215,6 +215,9 @@ def main(argv: list[str]) -> int | None:
     if getattr(settings, "LOGGING", None):
         logging.config.dictConfig(settings.LOGGING)
     show_logs()
+    from queueadmin.core.engine.integrations import otel
+
+    otel.install_if_available(conf.get("OPENTELEMETRY", settings))  # before the first item (apps.py does it too)
     known = _queues_in_redis(settings)
     names = queue_names(opts)
     if any(q not in known for q in names):

@@ -21,6 +21,16 @@ from queueadmin.core.engine.store.connection import connect
 PREFIX = "qa"
 
 
+@pytest.fixture(autouse=True)
+def no_tracing_hook():
+    """The app's ready() installs OpenTelemetry's hook when the package is there
+    (the test requirements have it; a test that changes INSTALLED_APPS runs it
+    again): each test starts without; tests/engine/test_otel.py installs its own."""
+    from queueadmin.core.engine.integrations import otel
+
+    otel.uninstall()
+
+
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory):
     port = embedded.free_port()

@@ -145,7 +145,7 @@ class Claims:
                 token = toks[n]
                 at = claimed.get(token, self._claimed_at) if claimed else self._claimed_at
                 given.append(Item(queue, token, rid, entry, int(index), payload, int(attempt), processor, limit=limit,
-                                  priority=got.priority, lean=got.lean, claimed=at))
+                                  priority=got.priority, lean=got.lean, claimed=at, worker=self.id))
             if given and not self.abilities.can_run(processor):
                 self.routing.unrunnable(queue, processor, given)  # back untouched, for a worker that can
             elif given:

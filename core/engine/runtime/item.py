@@ -59,6 +59,7 @@ class Item:
     progress: float | None = None  # ctx.progress: 0..1
     note: str = ""
     headers: dict | None = None  # its request's headers, read only when a hook wants them (hooks.py)
+    worker: str = ""  # the id of the worker holding it (for hooks: otel.py's spans)
 
     def elapsed(self, now: float | None = None) -> float:
         return (now or time.time()) - self.started
