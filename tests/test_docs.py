@@ -228,7 +228,7 @@ def test_the_configuration_table_lists_every_setting_with_its_default():
 
 
 COMMANDS = ["queue_worker", "queue_submit", "queue_status", "queue_results", "queue_token", "queue_steer",
-            "queue_reencrypt"]
+            "queue_reencrypt", "queue_prune"]
 
 
 def options_of(parser) -> set[str]:
