@@ -16,13 +16,13 @@ from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
-
 from queueadmin.core.engine import hooks  # noqa: E402
 from queueadmin.core.engine.config import QueueConfig  # noqa: E402
 from queueadmin.core.engine.integrations import otel  # noqa: E402
 from queueadmin.core.engine.runtime.item import Item, Ran  # noqa: E402
 from queueadmin.core.engine.runtime.processors import Processors  # noqa: E402
 from queueadmin.core.engine.runtime.worker import Worker  # noqa: E402
+
 from tests.engine_helpers import ALL_PROCESSORS, burst  # noqa: E402
 
 SEEN_CONTEXT = []  # (trace id, span id) current inside `current_span`, in the worker's thread
@@ -223,12 +223,61 @@ def test_install_if_available_follows_the_setting():
     assert not any(isinstance(h, otel.OtelHook) for h in hooks.HOOKS.installed())
 
 
+def test_without_opentelemetry_nothing_is_installed_and_submit_and_run_work(redis_url):
+    """opentelemetry not importable (as in a project without it): a process
+    of its own, where the package is hidden before anything imports it."""
+    import subprocess
+    import sys
+
+    from tests.engine_helpers import ROOT
+
+    code = f"""
+import sys
+sys.modules["opentelemetry"] = None  # import opentelemetry raises ImportError
+sys.path.insert(0, {str(ROOT)!r})
+from queueadmin.core.engine import hooks
+from queueadmin.core.engine.client.queue_client import QueueClient
+from queueadmin.core.engine.config import QueueConfig
+from queueadmin.core.engine.integrations import otel
+from queueadmin.core.engine.runtime.processors import Processors
+from queueadmin.core.engine.runtime.worker import Worker
+from queueadmin.core.engine.store.connection import connect
+assert not otel.AVAILABLE and otel.install_if_available(True) is None and not hooks.HOOKS.active
+qc = QueueClient(connect({redis_url!r}), prefix="nootel")
+qc.define_queue("default", QueueConfig())
+rid = qc.submit("default", "echo", ["a", "b"]).id
+Worker(qc, ["default"], Processors({{"echo": "queueadmin.core.engine.runtime.processors.echo"}}), burst=True,
+       install_signals=False, threads=1).work()
+assert [r["result"] for r in qc.results(rid)] == ["a", "b"]
+assert "opentelemetry.trace" not in sys.modules
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_the_app_installs_it_unless_the_setting_says_false(settings):
+    from django.apps import apps
+
+    app = apps.get_app_config("queueadmin")
+    try:
+        settings.QUEUEADMIN = {**settings.QUEUEADMIN, "OPENTELEMETRY": False}
+        app.ready()
+        assert not any(isinstance(h, otel.OtelHook) for h in hooks.HOOKS.installed())
+        settings.QUEUEADMIN = {k: v for k, v in settings.QUEUEADMIN.items() if k != "OPENTELEMETRY"}
+        app.ready()
+        assert any(isinstance(h, otel.OtelHook) for h in hooks.HOOKS.installed())
+    finally:
+        otel.uninstall()
+
+
 # -- Django Tasks ------------------------------------------------------------------
 
 
 @pytest.mark.django_db
 def test_a_django_tasks_enqueue_inside_a_span_joins_its_trace(settings, redis_url, traced):
     from queueadmin.core import conf, services
+
     from tests.taskapp import tasks
 
     settings.QUEUEADMIN = {**settings.QUEUEADMIN, "PROCESSORS": dict(settings.QUEUEADMIN["PROCESSORS"])}
@@ -251,3 +300,70 @@ def test_a_django_tasks_enqueue_inside_a_span_joins_its_trace(settings, redis_ur
     assert run.parent.span_id == submit.context.span_id
     assert run.attributes["queueadmin.request_id"] == result.id
     assert tasks.add.get_result(result.id).return_value == 5
+
+
+@pytest.mark.django_db
+def test_a_request_submitted_through_the_api_inside_a_span_joins_its_trace(api, engine, traced):
+    """As with opentelemetry-instrumentation-django, whose span for the web
+    request is current while the view runs (the test client runs it in this
+    thread): the submit span is its child, the runs continue it."""
+    from tests.api_helpers import run_burst
+
+    provider, exporter = traced
+    with provider.get_tracer("test").start_as_current_span("POST /api/v1/requests") as http:
+        answer = api.post("/api/v1/requests", {"queue": "default", "processor": "uppercase", "items": ["a", "b"]})
+    assert answer.status_code in (200, 201), answer.content
+    run_burst()
+    [submit] = spans(exporter, SpanKind.PRODUCER)
+    runs = spans(exporter, SpanKind.CONSUMER)
+    assert submit.parent.span_id == http.get_span_context().span_id
+    assert len(runs) == 2
+    assert all(s.context.trace_id == http.get_span_context().trace_id for s in runs)
+    assert all(s.parent.span_id == submit.context.span_id for s in runs)
+    assert {s.attributes["queueadmin.request_id"] for s in runs} == {answer.json()["id"]}
+
+
+# -- a real worker process -----------------------------------------------------------
+
+
+def test_a_real_worker_process_continues_the_trace(qc, traced, redis_url, worker_db, tmp_path):
+    """`manage.py queue_worker` whose settings set the SDK up (tests/otel_settings.py,
+    its spans to a file): its runs are children of this process's submit span."""
+    import json
+
+    from tests.engine_helpers import WorkerProcs
+
+    provider, exporter = traced
+    spans_file = tmp_path / "spans.jsonl"
+    procs = WorkerProcs(redis_url, worker_db, tmp_path, DJANGO_SETTINGS_MODULE="tests.otel_settings",
+                        QUEUEADMIN_TEST_SPANS=str(spans_file))
+    qc.define_queue("twice", QueueConfig(max_attempts=2, backoff_seconds=0.01))
+    with provider.get_tracer("test").start_as_current_span("caller") as parent:
+        ok = qc.submit("default", "echo", ["a", "b"]).id
+        bad = qc.submit("twice", "fail", ["x"]).id
+    try:
+        proc = procs.start("default,twice", burst=True)
+        assert proc.wait(timeout=90) == 0, procs.logs()
+    finally:
+        procs.stop_all()
+    submits = {s.attributes["messaging.destination.name"]: s for s in spans(exporter, SpanKind.PRODUCER)}
+    runs = [json.loads(line) for line in spans_file.read_text().splitlines()]
+    runs = [s for s in runs if s["name"].startswith("queueadmin run")]
+    trace_id = f"0x{parent.get_span_context().trace_id:032x}"
+    assert len(runs) == 4  # two items, and two attempts of the failing one
+    for span in runs:
+        a = span["attributes"]
+        submit = submits[a["messaging.destination.name"]]
+        assert span["context"]["trace_id"] == trace_id
+        assert span["parent_id"] == f"0x{submit.context.span_id:016x}"
+        assert span["kind"] == "SpanKind.CONSUMER"
+        assert a["queueadmin.worker"].split(":")[1] == str(proc.pid)
+    by_rid = {}
+    for span in runs:
+        by_rid.setdefault(span["attributes"]["queueadmin.request_id"], []).append(span)
+    assert sorted(s["attributes"]["queueadmin.item.index"] for s in by_rid[ok]) == [0, 1]
+    assert all(s["attributes"]["queueadmin.outcome"] == "done" for s in by_rid[ok])
+    failed = sorted(by_rid[bad], key=lambda s: s["attributes"]["queueadmin.item.attempt"])
+    assert [s["attributes"]["queueadmin.outcome"] for s in failed] == ["retry", "dead"]
+    assert [e["name"] for e in failed[-1]["events"]] == ["exception", "dead-lettered"]
+    assert failed[-1]["status"]["status_code"] == "ERROR"

@@ -50,7 +50,7 @@ SYSTEM = "queueadmin"
 _ERROR_CHARS = 500  # of an error's text on an event
 
 _lock = threading.Lock()
-_installed: "OtelHook | None" = None
+_installed: OtelHook | None = None
 
 
 class OtelHook(hooks.Hook):
@@ -93,7 +93,7 @@ class OtelHook(hooks.Hook):
 
     # -- a run ------------------------------------------------------------------
 
-    def running(self, item) -> "_Run | None":
+    def running(self, item) -> _Run | None:
         if not item.headers and not self.live():
             return None  # the API alone and no context to carry on: the processor runs as it would without
         return _Run(self, item)
