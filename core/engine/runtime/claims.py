@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import time
 
+import redis
+
 from queueadmin.core.engine.hooks import HOOKS
 from queueadmin.core.engine.runtime.abilities import Abilities
 from queueadmin.core.engine.runtime.cycle import Cycle
@@ -177,7 +179,10 @@ class Claims:
         pipe = self.store.redis.pipeline(transaction=False)
         for rid in rids:
             pipe.hget(self.keys.request(rid).meta, "headers")
-        found = dict(zip(rids, pipe.execute()))
+        try:
+            found = dict(zip(rids, pipe.execute()))
+        except redis.RedisError:  # the items are held already: they run, untraced, rather than get stranded
+            found = {}
         for item in items:
             item.headers = _headers(found.get(item.rid))
 
