@@ -20,6 +20,7 @@ from queueadmin.core.engine.client.dedup import default_dedup_key
 from queueadmin.core.engine.config import QueueConfig
 from queueadmin.core.engine.features import encryption
 from queueadmin.core.engine.features.encryption import EncryptionError, Keyring
+from queueadmin.core.engine.features.reencrypt import reencrypt
 from queueadmin.core.engine.runtime.processors import Processors
 from queueadmin.core.engine.runtime.worker import Worker
 from queueadmin.core.engine.store.connection import connect
@@ -300,17 +301,17 @@ def test_rotation_reencrypts_everything_and_the_old_key_can_go(sec, redis_url):
     encryption.install(Keyring([KEY_B, KEY_A]))  # B first: new writes use it, A still reads
     assert [r["result"] for r in sec.results(done_many)] == [{"r": f"RESMARK PAYMARKr1-{i}"} for i in range(4)]
     assert sec.items(waiting_many, 0, 5)[4]["payload"] == {"s": "PAYMARKr3-4"}
-    dry = encryption.reencrypt(sec.redis, sec.keys, Keyring([KEY_B, KEY_A]), batch=2, dry_run=True)
+    dry = reencrypt(sec.store, Keyring([KEY_B, KEY_A]), batch=2, dry_run=True)
     assert sealed_ids(every_value(redis_url)) == {a}  # a dry run writes nothing
     seen = []
-    report = encryption.reencrypt(sec.redis, sec.keys, Keyring([KEY_B, KEY_A]), batch=2, progress=seen.append)
+    report = reencrypt(sec.store, Keyring([KEY_B, KEY_A]), batch=2, progress=seen.append)
     assert report.requests == 4 and seen
     assert report.records == dry.records == 5  # 4 + 1 result records (result and log each)
     assert report.payloads == dry.payloads == 4 + 1 + 5 + 1  # streams rebuilt, lean hashes rewritten
     assert report.in_streams == report.unreadable == report.raced == 0
     dump = assert_no_clear_text(redis_url)
     assert sealed_ids(dump) == {b}
-    again = encryption.reencrypt(sec.redis, sec.keys, Keyring([KEY_B, KEY_A]))
+    again = reencrypt(sec.store, Keyring([KEY_B, KEY_A]))
     assert again.records == again.payloads == 0  # nothing left
 
     encryption.install(Keyring([KEY_B]))  # A removed: everything still reads, and the waiting work runs
@@ -336,7 +337,7 @@ def test_a_rebuilt_stream_keeps_its_group_pending_items_and_expiry(sec, redis_ur
     before = r.xpending_range(rk.items, "g", "-", "+", 10)
     groups = r.xinfo_groups(rk.items)
     encryption.install(Keyring([KEY_B, KEY_A]))
-    report = encryption.reencrypt(r, sec.keys, Keyring([KEY_B, KEY_A]))
+    report = reencrypt(sec.store, Keyring([KEY_B, KEY_A]))
     assert report.payloads == 3
     after = r.xpending_range(rk.items, "g", "-", "+", 10)
     assert [(p["message_id"], p["consumer"], p["times_delivered"]) for p in after] == \
@@ -353,11 +354,10 @@ def test_a_stream_that_changed_meanwhile_is_left_to_the_next_pass(sec):
     sec.add(rid, items(2, "c"))
     rk = sec.keys.request(rid)
     ring = Keyring([KEY_B, KEY_A])
-    rebuild = sec.redis.register_script(encryption._REBUILD)
     length = sec.redis.xlen(rk.items)
     last = sec.redis.xrevrange(rk.items, "+", "-", count=1)[0][0]
     sec.add(rid, items(1, "late"))  # added between the read and the rewrite
-    assert rebuild(keys=[rk.items, rk.items + ":rewrap"], args=[length, last, last, ring.seal("{}")]) == 0
+    assert sec.store.request.reseal_stream(rid, length, last, [last, ring.seal("{}")]) is False
     assert sec.redis.xlen(rk.items) == 3
 
 
@@ -393,10 +393,10 @@ def test_reencrypting_while_workers_run_loses_nothing(sec, redis_url):
     thread.start()
     passes = []
     while thread.is_alive():
-        passes.append(encryption.reencrypt(sec.redis, sec.keys, ring, batch=5))
+        passes.append(reencrypt(sec.store, ring, batch=5))
     thread.join()
-    passes.append(encryption.reencrypt(sec.redis, sec.keys, ring))  # what the worker sealed with A last
-    final = encryption.reencrypt(sec.redis, sec.keys, ring)
+    passes.append(reencrypt(sec.store, ring))  # what the worker sealed with A last
+    final = reencrypt(sec.store, ring)
     assert sum(p.payloads for p in passes) >= 1 and sum(p.records for p in passes) >= 1
     assert final.payloads == final.records == final.in_streams == 0
     assert sec.status(rid)["state"] == "completed"

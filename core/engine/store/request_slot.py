@@ -202,3 +202,16 @@ class RequestScripts:
     def holders(self, rid: str, trip: Trip | None = None):
         """holders-1: the workers holding the request's items -> [{name, pending}]."""
         return self.scripts.run(trip, "holders", [self.keys.request(rid).items], [], holders)
+
+    def reseal_field(self, rid: str, where: str, field: str, old: str, new: str, trip: Trip | None = None):
+        """reseal_field-1: a field of the request's `results` or `items` hash
+        set to `new` if it still holds `old` -> True if replaced."""
+        key = getattr(self.keys.request(rid), where)
+        return self.scripts.run(trip, "reseal_field", [key], [field, old, new], _flag)
+
+    def reseal_stream(self, rid: str, length: int, last: str, pairs: list[str], trip: Trip | None = None):
+        """reseal_stream-2: the item stream rebuilt with the payloads of
+        `pairs` (entry id, payload, ...) -> True, or False if it changed
+        since it was read (`length`, `last` entry id)."""
+        items = self.keys.request(rid).items
+        return self.scripts.run(trip, "reseal_stream", [items, items + ":rewrap"], [length, last, *pairs], _flag)

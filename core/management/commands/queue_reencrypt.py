@@ -21,6 +21,7 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 from queueadmin.core import clients
 from queueadmin.core.engine.features import encryption
+from queueadmin.core.engine.features.reencrypt import Rewrap, reencrypt
 
 from ._cli import user_errors
 
@@ -42,7 +43,7 @@ class Command(BaseCommand):
             started, last = time.monotonic(), [0.0]
             quiet = options["json"]
 
-            def progress(done: encryption.Rewrap) -> None:
+            def progress(done: Rewrap) -> None:
                 now = time.monotonic()
                 if quiet or now - last[0] < 1.0:
                     return
@@ -51,8 +52,8 @@ class Command(BaseCommand):
                                   f"{done.payloads} payloads re-encrypted, {done.in_streams} stream items "
                                   f"under older keys")
 
-            done = encryption.reencrypt(client.redis, client.keys, ring, batch=options["batch"],
-                                        dry_run=options["dry_run"], progress=progress)
+            done = reencrypt(client.store, ring, batch=options["batch"], dry_run=options["dry_run"],
+                             progress=progress)
         summary = {"newest_key": ring.primary, "dry_run": options["dry_run"],
                    "seconds": round(time.monotonic() - started, 3), **done.as_dict()}
         if options["json"]:
