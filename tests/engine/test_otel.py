@@ -326,9 +326,11 @@ def test_a_request_submitted_through_the_api_inside_a_span_joins_its_trace(api, 
 # -- a real worker process -----------------------------------------------------------
 
 
-def test_a_real_worker_process_continues_the_trace(qc, traced, redis_url, worker_db, tmp_path):
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_real_worker_process_continues_the_trace(qc, traced, redis_url, worker_db, tmp_path, processes):
     """`manage.py queue_worker` whose settings set the SDK up (tests/otel_settings.py,
-    its spans to a file): its runs are children of this process's submit span."""
+    its spans to a file): its runs are children of this process's submit span;
+    a pool's forked children too."""
     import json
 
     from tests.engine_helpers import WorkerProcs
@@ -342,7 +344,7 @@ def test_a_real_worker_process_continues_the_trace(qc, traced, redis_url, worker
         ok = qc.submit("default", "echo", ["a", "b"]).id
         bad = qc.submit("twice", "fail", ["x"]).id
     try:
-        proc = procs.start("default,twice", burst=True)
+        proc = procs.start("default,twice", processes=processes, burst=True)
         assert proc.wait(timeout=90) == 0, procs.logs()
     finally:
         procs.stop_all()
@@ -357,7 +359,8 @@ def test_a_real_worker_process_continues_the_trace(qc, traced, redis_url, worker
         assert span["context"]["trace_id"] == trace_id
         assert span["parent_id"] == f"0x{submit.context.span_id:016x}"
         assert span["kind"] == "SpanKind.CONSUMER"
-        assert a["queueadmin.worker"].split(":")[1] == str(proc.pid)
+        pid = int(a["queueadmin.worker"].split(":")[1])
+        assert pid == proc.pid if processes == 1 else pid != proc.pid
     by_rid = {}
     for span in runs:
         by_rid.setdefault(span["attributes"]["queueadmin.request_id"], []).append(span)

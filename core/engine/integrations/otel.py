@@ -29,28 +29,52 @@ launch (launch.py) call, with the OPENTELEMETRY setting.
 """
 from __future__ import annotations
 
+import importlib.util
+import os
 import threading
 from typing import Any
 
 from queueadmin.core.engine import hooks
 
-try:
-    from opentelemetry import context as otel_context
-    from opentelemetry import propagate, trace
-    from opentelemetry.trace import SpanKind, Status, StatusCode
-except ImportError:  # the product works without it: nothing is installed
-    trace = None
 
-AVAILABLE = trace is not None
-# the API's own providers: no span records while the process has only these (no SDK configured)
-_NOOP_PROVIDERS = tuple(getattr(trace, name) for name in ("ProxyTracerProvider", "NoOpTracerProvider")
-                        if hasattr(trace, name)) if AVAILABLE else ()
+def _importable() -> bool:
+    try:
+        return importlib.util.find_spec("opentelemetry.trace") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+# Found, not imported: the API's import (about 15 ms, its entry points read)
+# is made on first use, or on a thread as the hook is installed, so that a
+# worker's start-up does not wait for it.
+AVAILABLE = _importable()
 TRACER = "queueadmin"
 SYSTEM = "queueadmin"
 _ERROR_CHARS = 500  # of an error's text on an event
 
-_lock = threading.Lock()
+# OpenTelemetry's modules and names, set by _load()
+otel_context = propagate = trace = SpanKind = Status = StatusCode = None
+_NOOP_PROVIDERS: tuple = ()  # the API's own providers: no span records while only these are set (no SDK)
+_loaded = False
+_lock, _import_lock = threading.Lock(), threading.Lock()
 _installed: OtelHook | None = None
+if hasattr(os, "register_at_fork"):  # a fork (a worker pool's) waits for the warm-up's import: no child inherits
+    os.register_at_fork(before=_import_lock.acquire, after_in_parent=_import_lock.release,  # the lock held
+                        after_in_child=_import_lock.release)
+
+
+def _load() -> None:
+    global otel_context, propagate, trace, SpanKind, Status, StatusCode, _NOOP_PROVIDERS, _loaded
+    with _import_lock:
+        if _loaded:
+            return
+        from opentelemetry import context, propagate as prop, trace as tr
+        from opentelemetry.trace import SpanKind as kind, Status as status, StatusCode as code
+
+        otel_context, propagate, trace, SpanKind, Status, StatusCode = context, prop, tr, kind, status, code
+        _NOOP_PROVIDERS = tuple(getattr(tr, name) for name in ("ProxyTracerProvider", "NoOpTracerProvider")
+                                if hasattr(tr, name))
+        _loaded = True
 
 
 class OtelHook(hooks.Hook):
@@ -63,17 +87,23 @@ class OtelHook(hooks.Hook):
     def __init__(self, tracer_provider=None, worker: str | None = None):
         if not AVAILABLE:
             raise RuntimeError("OpenTelemetry is not installed (pip install queueadmin[otel])")
-        from queueadmin import __version__
-
-        self.tracer = trace.get_tracer(TRACER, __version__, tracer_provider=tracer_provider)
-        self.provider, self.recording = tracer_provider, False
-        self.worker = worker
+        self.provider, self.worker, self.tracer, self.recording = tracer_provider, worker, None, False
         self.key = f"_otel_span_{id(self)}"  # the run's open span, on the Item until its outcome
+
+    def load(self) -> None:
+        """Import OpenTelemetry and get the tracer (once; every step does it first)."""
+        _load()
+        if self.tracer is None:
+            from queueadmin import __version__
+
+            self.tracer = trace.get_tracer(TRACER, __version__, tracer_provider=self.provider)
 
     def live(self) -> bool:
         """Whether spans may record: False while the provider is the API's
         no-op default (no SDK configured yet); once True, for good."""
         if not self.recording:
+            if self.tracer is None:
+                self.load()
             self.recording = not isinstance(self.provider or trace.get_tracer_provider(), _NOOP_PROVIDERS)
         return self.recording
 
@@ -94,7 +124,7 @@ class OtelHook(hooks.Hook):
     # -- a run ------------------------------------------------------------------
 
     def running(self, item) -> _Run | None:
-        if not item.headers and not self.live():
+        if not self.live() and not item.headers:
             return None  # the API alone and no context to carry on: the processor runs as it would without
         return _Run(self, item)
 
@@ -123,7 +153,7 @@ class OtelHook(hooks.Hook):
     def outcome(self, item, outcome: str, ran) -> None:
         span = item.__dict__.pop(self.key, None)
         if span is None:  # it never ran (stopped before it started, an unknown processor): its own span
-            if not item.headers and not self.live():
+            if not self.live() and not item.headers:
                 return
             span, _ = self._start(item)
             if ran.exc is not None:
@@ -171,18 +201,30 @@ class _Run:
         return False
 
 
-def install_if_available(enabled: Any = True) -> OtelHook | None:
-    """Install the hook once per process when OpenTelemetry's API imports and
-    `enabled` (the OPENTELEMETRY setting) is not False; the hook installed,
-    or None."""
+def install_if_available(enabled: Any = True, warm: bool = True) -> OtelHook | None:
+    """Install the hook once per process when OpenTelemetry's API is there
+    and `enabled` (the OPENTELEMETRY setting) is not False; the hook
+    installed, or None. `warm`: import the API on a thread now rather than
+    at the first submit or run."""
     global _installed
     if not AVAILABLE or enabled is False or (isinstance(enabled, str) and enabled.lower() in ("0", "false", "off")):
         return None
     with _lock:
-        if _installed is None:
+        fresh = _installed is None
+        if fresh:
             _installed = OtelHook()
-        hooks.install(_installed)
-        return _installed
+        hook = _installed
+    hooks.install(hook)
+    if fresh and warm:
+        threading.Thread(target=_warm, args=(hook,), name="otel-import", daemon=True).start()
+    return hook
+
+
+def _warm(hook: OtelHook) -> None:
+    try:
+        hook.load()
+    except Exception:  # a broken install: the hook's steps fail, logged and harmless (hooks.py)
+        hooks.log.exception("OpenTelemetry could not be imported")
 
 
 def uninstall() -> None:
