@@ -81,6 +81,7 @@ def test_a_submit_inside_a_span_and_its_items_runs_are_one_trace(qc, r, traced):
         rid = qc.submit("default", "current_span", ["a", "b", "c"]).id
     headers = r.hget(qc.keys.request(rid).meta, "headers")
     assert headers and "traceparent" in headers  # kept with the request
+    assert hooks.HOOKS.wants_headers
 
     w = run_worker(qc)
     [submit] = spans(exporter, SpanKind.PRODUCER)
@@ -204,6 +205,7 @@ def test_the_api_alone_keeps_no_headers(qc, r):
     try:
         rid = qc.submit("default", "uppercase", ["a", "b"]).id
         assert r.hget(qc.keys.request(rid).meta, "headers") is None
+        assert not hooks.HOOKS.wants_headers  # and workers read none (no round trip for them)
         burst(qc)
     finally:
         hooks.uninstall(hook)

@@ -23,7 +23,8 @@ queueadmin.processor, .request_id, .item.index, .item.attempt, .worker and
 Only the `opentelemetry-api` package is used, and no SDK is imposed: spans
 go to whatever TracerProvider the application configured (the SDK's, with its
 exporters), or to the API's no-op one. Without the package, nothing here is
-installed and the engine's hook steps cost one truth test each.
+installed and the engine's hook steps cost one truth test each; with the API
+alone (no SDK configured), no span is made and workers read no headers.
 `install_if_available()` is what the Django app (apps.py) and the worker's
 launch (launch.py) call, with the OPENTELEMETRY setting.
 """
@@ -100,12 +101,22 @@ class OtelHook(hooks.Hook):
 
     def live(self) -> bool:
         """Whether spans may record: False while the provider is the API's
-        no-op default (no SDK configured yet); once True, for good."""
+        no-op default (no SDK configured yet); once True, for good. Workers
+        read the requests' headers only while it is True."""
         if not self.recording:
             if self.tracer is None:
                 self.load()
             self.recording = not isinstance(self.provider or trace.get_tracer_provider(), _NOOP_PROVIDERS)
+            if self.wants_headers != self.recording:
+                self._want_headers(self.recording)
         return self.recording
+
+    def _want_headers(self, want: bool) -> None:
+        """Reinstalled, so that the hooks' `wants_headers` follows (hooks.py)."""
+        self.wants_headers = want
+        if self in hooks.HOOKS.installed():
+            hooks.uninstall(self)
+            hooks.install(self)
 
     # -- submit -----------------------------------------------------------------
 
@@ -222,7 +233,7 @@ def install_if_available(enabled: Any = True, warm: bool = True) -> OtelHook | N
 
 def _warm(hook: OtelHook) -> None:
     try:
-        hook.load()
+        hook.live()  # imported; and with the API alone, workers stop reading headers
     except Exception:  # a broken install: the hook's steps fail, logged and harmless (hooks.py)
         hooks.log.exception("OpenTelemetry could not be imported")
 
