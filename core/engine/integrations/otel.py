@@ -113,10 +113,11 @@ class OtelHook(hooks.Hook):
 
     def _want_headers(self, want: bool) -> None:
         """Reinstalled, so that the hooks' `wants_headers` follows (hooks.py)."""
-        self.wants_headers = want
-        if self in hooks.HOOKS.installed():
-            hooks.uninstall(self)
-            hooks.install(self)
+        with _lock:  # not racing uninstall(): a hook removed stays removed
+            self.wants_headers = want
+            if self in hooks.HOOKS.installed():
+                hooks.uninstall(self)
+                hooks.install(self)
 
     # -- submit -----------------------------------------------------------------
 
