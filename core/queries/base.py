@@ -104,19 +104,22 @@ def queue_names() -> list[str]:
     return sorted(names)
 
 
-def live_meta(queue: str, fields: list[str]) -> list[tuple[str, list]]:
+def live_meta(queue: str, fields: list[str], limit: int | None = None) -> list[tuple[str, list]]:
     """(id, values of `fields`) of every live request of a queue (its index
-    zset), in one SORT whose GETs go through both layouts of a request's keys
-    (its own slot, or its queue's for a one-item request: core/engine/keys.py);
-    on Redis Cluster (no GET across slots), a pipeline of HMGETs."""
+    zset, oldest first), or of the oldest `limit`, in one SORT whose GETs go
+    through both layouts of a request's keys (its own slot, or its queue's
+    for a one-item request: core/engine/keys.py); on Redis Cluster (no GET
+    across slots), a pipeline of HMGETs. A SORT blocks Redis while it runs
+    (about 5 µs a request here): pages that refresh by themselves pass a `limit`."""
     r, k = rdb(), keys()
     index = k.queue(queue).index
     own, in_queue = k.meta_patterns(queue)
     gets = ["#"] + [f"{p}->{f}" for p in (own, in_queue) for f in fields]
+    window = {} if limit is None else {"start": 0, "num": limit}
     try:
-        flat = r.sort(index, by="nosort", get=gets)
+        flat = r.sort(index, by="nosort", get=gets, **window)
     except redis_lib.RedisError:  # Redis Cluster: no GET across slots (CROSSSLOT)
-        rids = r.zrange(index, 0, -1)
+        rids = r.zrange(index, 0, -1 if limit is None else limit - 1)
         pipe = r.pipeline(transaction=False)
         for rid in rids:
             pipe.hmget(k.request(rid).meta, *fields)

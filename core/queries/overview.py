@@ -13,6 +13,10 @@ from .unrunnable import by_queue as unrunnable_by_queue
 from .workers import workers
 
 THROUGHPUT_MINUTES = 15
+# live requests of a queue read per render: past this, the oldest SAMPLE are counted and the rest
+# estimated from them (the page refreshes by itself, and one SORT of a million requests kept Redis
+# busy for 5 s: bench/backlog.py)
+SAMPLE = 5_000
 
 
 OVERVIEW_FIELDS = ("total", "done", "failed", "priority", "state", "discarded")
@@ -21,9 +25,9 @@ SINCE_FIELDS = ("created_at", "not_before")
 
 
 def _queue_counters(queue: str) -> tuple[list, list]:
-    """Flat [total, done, failed, priority, state, discarded, ...] of every live request of
-    a queue, and its (id, created_at, not_before) each: one SORT with GETs (no per-request round trips)."""
-    rows = live_meta(queue, OVERVIEW_FIELDS + SINCE_FIELDS)
+    """Flat [total, done, failed, priority, state, discarded, ...] of the oldest SAMPLE live requests
+    of a queue, and its (id, created_at, not_before) each: one SORT with GETs (no per-request round trips)."""
+    rows = live_meta(queue, OVERVIEW_FIELDS + SINCE_FIELDS, limit=SAMPLE)
     width = len(OVERVIEW_FIELDS)
     return [v for _, values in rows for v in values[:width]], [(rid, *values[width:]) for rid, values in rows]
 
@@ -55,6 +59,8 @@ def queue_overview(name: str, held_tokens: list[str], config: dict) -> dict:
     r, k = rdb(), keys()
     qk = k.queue(name)
     flat, since = _queue_counters(name)
+    live = len(since) if len(since) < SAMPLE else r.zcard(qk.index)
+    scale = live / len(since) if since else 1.0  # > 1: the rest estimated from the oldest SAMPLE
     by_priority: dict[int, int] = {}
     scheduled = failed_live = running = queued = sched_requests = 0
     terminal = set(TERMINAL)
@@ -76,6 +82,10 @@ def queue_overview(name: str, held_tokens: list[str], config: dict) -> dict:
             running += 1
         else:
             queued += 1
+    if scale > 1:  # the requests not read are counted as the ones read, in proportion
+        by_priority = {p: round(n * scale) for p, n in by_priority.items()}
+        scheduled, failed_live = round(scheduled * scale), round(failed_live * scale)
+        running, queued, sched_requests = (round(x * scale) for x in (running, queued, sched_requests))
     in_flight = len(held_tokens)
     if held_tokens:
         rids = list({t.rpartition("#")[0] for t in held_tokens})
@@ -88,6 +98,9 @@ def queue_overview(name: str, held_tokens: list[str], config: dict) -> dict:
                     by_priority[p] -= 1
     by_priority = {p: n for p, n in by_priority.items() if n > 0}
     return {
+        "estimated": scale > 1,  # the counts of a queue of more than SAMPLE live requests
+        "live_requests": live,
+        "sampled": len(since),
         "name": name,
         "paused": config.get("paused") in ("1", "True", "true"),
         "config": config,
@@ -136,6 +149,7 @@ def overview() -> dict:
             tp_all[i][1] += f
         for key in totals:
             totals[key] += q[key]
+        totals["estimated"] = totals.get("estimated", False) or q["estimated"]
         queues.append(q)
     _add_finished_dead(queues, totals)
     waiting = unrunnable_by_queue(names, {q["name"]: q["config"] for q in queues})  # "no live worker has processor X"
