@@ -81,15 +81,23 @@ class Hooks:
             _guarded(hook.submitting, queue, processor, headers)
         return {str(k): str(v) for k, v in headers.items()}
 
-    @contextlib.contextmanager
-    def running(self, item):
-        """Every hook's context manager around one run, the first outermost."""
-        with contextlib.ExitStack() as stack:
-            for hook in self._hooks:
-                cm = _guarded(hook.running, item)
-                if cm is not None:
-                    stack.enter_context(_Shielded(cm, hook))
-            yield
+    def running(self, item) -> contextlib.AbstractContextManager:
+        """Every hook's context manager around one run, the first outermost
+        (a shared empty one when no hook gives one: the common case costs
+        the hooks' calls and nothing more)."""
+        cms = []
+        for hook in self._hooks:
+            cm = _guarded(hook.running, item)
+            if cm is not None:
+                cms.append(_Shielded(cm, hook))
+        if not cms:
+            return _NOTHING
+        if len(cms) == 1:
+            return cms[0]
+        stack = contextlib.ExitStack()
+        for cm in cms:
+            stack.enter_context(cm)
+        return stack
 
     def event(self, item, name: str, attributes: dict[str, Any] | None = None) -> None:
         for hook in self._hooks:
@@ -131,6 +139,7 @@ def _guarded(fn, *args):
         return None
 
 
+_NOTHING = contextlib.nullcontext()
 HOOKS = Hooks()
 install = HOOKS.install
 uninstall = HOOKS.uninstall
