@@ -24,6 +24,9 @@ class QueueadminConfig(AppConfig):
         autodiscover()  # installed apps' processors.py: the web process and workers see the same set
 
         from queueadmin.core import conf
-        from queueadmin.core.engine.integrations import otel
+        from queueadmin.core.engine.integrations import otel, sentry
 
         otel.install_if_available(conf.get("OPENTELEMETRY"))  # tracing, when OpenTelemetry is installed
+        # Sentry, when the project set sentry-sdk up: here for the web process too, whose cancels
+        # close a periodic request's cron check-in (workers install it at launch as well)
+        sentry.install_if_available(conf.get("SENTRY"))
