@@ -89,9 +89,6 @@ def serve(opts, make_worker: Callable[[int, int, Callable[[int], None]], object]
     from queueadmin.core.engine.runtime.pool import RECYCLE, Pool
 
     if opts.processes > 1:
-        # imported once here, so that a child (and each replacement, at every recycle) starts
-        # with the worker's modules in memory instead of importing them itself (~0.13 s of CPU)
-        importlib.import_module("queueadmin.core.engine.runtime.worker")
         before_fork()  # no socket may be shared by the children
         Title().set(f"worker pool {','.join(queue_names(opts))} [{opts.processes} processes]")
         return Pool(lambda slot, recycled: make_worker(slot, recycled, os._exit).work(), opts.processes,
