@@ -48,6 +48,7 @@ from django.db import connection
 from django.utils import timezone
 
 from queueadmin.core import conf
+from queueadmin.core.background import OnePerProcess
 
 log = logging.getLogger("queueadmin.retention")
 
@@ -287,18 +288,13 @@ class Pruner:
                 connection.close()  # no connection held between passes
 
 
-_started: dict[int, threading.Thread] = {}  # pid -> the thread (a forked child starts its own)
+_pruner = OnePerProcess("history-prune", lambda: Pruner().run)
 
 
 def start() -> threading.Thread:
     """Start this process's pruning thread once (it does nothing unless
     HISTORY_RETENTION is set)."""
-    thread = _started.get(os.getpid())
-    if thread is None or not thread.is_alive():
-        thread = threading.Thread(target=Pruner().run, name="history-prune", daemon=True)
-        _started[os.getpid()] = thread
-        thread.start()
-    return thread
+    return _pruner.start()
 
 
 # -- the dashboard ----------------------------------------------------------------------------

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import http.client
 import logging
-import os
 import socket
 import threading
 import time
@@ -36,6 +35,7 @@ import redis
 from django.db import DatabaseError, connection
 
 from queueadmin.core import clients, conf
+from queueadmin.core.background import OnePerProcess
 from queueadmin.core.webhooks import policy as webhooks
 from queueadmin.core.engine.features import webhook_store
 
@@ -44,7 +44,7 @@ log = logging.getLogger("queueadmin.webhooks")
 SLOW_AFTER = 1.0  # seconds: an attempt unanswered this long moves to a slow place (if one is free)
 LEASE_MARGIN_MS = 60_000  # a claim lasts the attempt's deadline plus this (a slow database, a busy machine)
 _wake = threading.Event()
-_started: dict[int, threading.Thread] = {}  # pid -> the dispatcher thread (a forked child starts its own)
+_dispatcher = OnePerProcess("webhooks", lambda: Sender().run)  # Sender: below
 
 
 def wake() -> None:
@@ -55,12 +55,7 @@ def wake() -> None:
 
 def start() -> threading.Thread:
     """Start this process's dispatcher thread once."""
-    thread = _started.get(os.getpid())
-    if thread is None or not thread.is_alive():
-        thread = threading.Thread(target=Sender().run, name="webhooks", daemon=True)
-        _started[os.getpid()] = thread
-        thread.start()
-    return thread
+    return _dispatcher.start()
 
 
 @dataclass
