@@ -10,7 +10,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from queueadmin.core import conf
-from queueadmin.core.engine.features import ratelimit
+from queueadmin.core.engine.features import groups, ratelimit
 from queueadmin.core.engine.config import MAX_CONCURRENCY
 from queueadmin.core.engine.errors import QueueError
 from queueadmin.core.engine.client.limits import MAX_DEDUP_KEY_CHARS, check_item, check_text
@@ -70,6 +70,10 @@ class SubmitForm(forms.Form):
                                  widget=forms.TextInput(attrs={"placeholder": "none, e.g. 20/s"}),
                                  help_text="At most this many of its items start in any window, across all "
                                            "workers: 20/s, 600/min, 10000/h.")
+    group = forms.CharField(required=False, max_length=64, label="Group",
+                            widget=forms.TextInput(attrs={"placeholder": "none, e.g. customer-42"}),
+                            help_text="A group (tenant): its items count against the group's limits and take "
+                                      "fair turns with other groups.")
     dedup_key = forms.CharField(required=False, max_length=MAX_DEDUP_KEY_CHARS, label="De-dup key",
                                 help_text="Empty: a hash of processor and items.")
     callback_url = forms.CharField(required=False, max_length=2000, label="Callback URL (webhook)",
@@ -107,6 +111,12 @@ class SubmitForm(forms.Form):
         try:
             return ratelimit.canonical(self.cleaned_data.get("rate_limit"))
         except ratelimit.RateLimitError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def clean_group(self):
+        try:
+            return groups.check_group(self.cleaned_data.get("group")) or None
+        except QueueError as exc:
             raise forms.ValidationError(str(exc)) from None
 
     def clean_upload(self):

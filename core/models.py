@@ -16,7 +16,8 @@ from django.utils import timezone
 from queueadmin.core import conf
 from queueadmin.core.audit import AuditEntry  # noqa: F401 (defined there, registered with the app here)
 from queueadmin.core.engine.config import MAX_CONCURRENCY, QueueConfig
-from queueadmin.core.engine.features import ratelimit
+from queueadmin.core.engine.errors import QueueError
+from queueadmin.core.engine.features import groups, ratelimit
 from queueadmin.core.engine.features.periodic import Definition
 from queueadmin.core.scopes import DEFAULT_SCOPES, allows, parse_scopes
 
@@ -68,6 +69,14 @@ class Queue(models.Model):
         default=False,
         help_text="Encrypt payloads, results, logs and errors in Redis (AES-GCM) with the keys of "
                   "QUEUEADMIN[\"ENCRYPTION_KEYS\"].")
+    group_concurrency = models.PositiveIntegerField(
+        default=0, validators=[MaxValueValidator(MAX_CONCURRENCY)],
+        help_text="Default for every group (tenant) of the queue: at most this many items of all the group's "
+                  "requests run at once, across all workers (0 = no limit). A group's own limit below overrides it.")
+    group_rate_limit = models.CharField(
+        max_length=32, blank=True, default="", validators=[validate_rate_limit],
+        help_text="Default for every group: at most this many of the group's items start in any window "
+                  "(20/s, 600/min). Empty: no limit.")
 
     class Meta:
         ordering = ["name"]
@@ -81,7 +90,38 @@ class Queue(models.Model):
                            backoff_max_seconds=self.backoff_max_seconds, retention_seconds=self.retention_seconds,
                            paused=self.paused, time_limit_seconds=self.time_limit_seconds,
                            rate_limit=ratelimit.canonical(self.rate_limit),
-                           unrunnable_seconds=self.unrunnable_seconds, encrypt=self.encrypt)
+                           unrunnable_seconds=self.unrunnable_seconds, encrypt=self.encrypt,
+                           group_concurrency=self.group_concurrency,
+                           group_rate_limit=ratelimit.canonical(self.group_rate_limit))
+
+
+def validate_group(value: str) -> None:
+    try:
+        groups.check_group(value)
+    except QueueError as exc:
+        raise ValidationError(str(exc)) from None
+
+
+class QueueGroup(models.Model):
+    """A group's (tenant's) own limits in a queue, overriding the queue's
+    group defaults; saved to Redis (signals.py, features/groups.py)."""
+
+    queue = models.ForeignKey(Queue, to_field="name", db_column="queue", on_delete=models.CASCADE,
+                              related_name="groups")
+    name = models.CharField(max_length=64, validators=[validate_group],
+                            help_text="The group key requests name (1-64 characters, no '|').")
+    concurrency = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MaxValueValidator(MAX_CONCURRENCY)],
+        help_text="At most this many of the group's items at once (0 = no limit); empty: the queue's default.")
+    rate_limit = models.CharField(max_length=32, blank=True, default="", validators=[validate_rate_limit],
+                                  help_text="20/s, 600/min...; empty: the queue's default.")
+
+    class Meta:
+        ordering = ["queue", "name"]
+        constraints = [models.UniqueConstraint(fields=["queue", "name"], name="queue_group_unique")]
+
+    def __str__(self):
+        return f"{self.queue_id}/{self.name}"
 
 
 class RequestRecord(models.Model):
@@ -192,6 +232,8 @@ class PeriodicRequest(models.Model):
                                               help_text="Empty: the queue's default.")
     time_limit_seconds = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0)],
                                            help_text="Per item (0 = none); empty: the queue's.")
+    group = models.CharField(max_length=64, blank=True, default="", validators=[validate_group],
+                             help_text="The group (tenant) its requests count against; empty: none.")
     cron = models.CharField(max_length=100, blank=True,
                             help_text="e.g. '0 3 * * *' (03:00 daily), 6 fields for seconds ('*/10 * * * * *').")
     interval_seconds = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)],
@@ -227,5 +269,5 @@ class PeriodicRequest(models.Model):
     def to_definition(self) -> Definition:
         return Definition(name=self.name, queue=self.queue_id, processor=self.processor, items=self.item_list(),
                           priority=self.priority, concurrency=self.concurrency,
-                          time_limit=self.time_limit_seconds, cron=self.cron.strip(),
+                          time_limit=self.time_limit_seconds, group=self.group, cron=self.cron.strip(),
                           interval=self.interval_seconds or 0, tz=self.timezone, catch_up=self.catch_up)

@@ -38,10 +38,10 @@ from queueadmin.core.auth import can_act
 from queueadmin.core.engine.client.dedup import INTERNAL
 from queueadmin.core.engine.client.workers import COMMANDS as WORKER_COMMANDS, WorkerSteering
 from queueadmin.core.engine.errors import QueueError
-from queueadmin.core.engine.features import periodic
+from queueadmin.core.engine.features import periodic, ratelimit
 from queueadmin.core.engine.runtime.registry import Registry
 from queueadmin.core.engine.runtime.upkeep import Upkeep
-from queueadmin.core.models import PeriodicRequest, Queue
+from queueadmin.core.models import PeriodicRequest, Queue, QueueGroup
 from queueadmin.core.queries.workers import short_id
 
 # -- submitting ---------------------------------------------------------------------
@@ -75,6 +75,9 @@ def sync_queues() -> list[str]:
     client = clients.engine()
     for queue in Queue.objects.all():
         client.define_queue(queue.name, queue.to_config())
+    for group in QueueGroup.objects.all():  # a group's own limits (features/groups.py)
+        client.set_group_limits(group.queue_id, group.name, group.concurrency,
+                                ratelimit.canonical(group.rate_limit) or None)
     return sorted(q.name for q in Queue.objects.all())
 
 

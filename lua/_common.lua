@@ -19,15 +19,74 @@ local function parse_token(token)
   return rid, tonumber(k)
 end
 
--- reqs hash value "priority|concurrency|max_token|state" (state q=queued, s=scheduled)
+-- reqs hash value "priority|concurrency|max_token|state" (state q=queued, s=scheduled),
+-- followed by "|group" for a request of a group (g: nil for none)
 local function parse_req(v)
   if not v then return nil end
-  local p, c, m, s = string.match(v, '^(%d+)|(%d+)|(%d+)|(%a)$')
-  return tonumber(p), tonumber(c), tonumber(m), s
+  local p, c, m, s, g = string.match(v, '^(%d+)|(%d+)|(%d+)|(%a)|?(.*)$')
+  if g == '' then g = nil end
+  return tonumber(p), tonumber(c), tonumber(m), s, g
 end
 
-local function req_value(p, c, m, s)
+local function req_value(p, c, m, s, g)
+  if g then return p .. '|' .. c .. '|' .. m .. '|' .. s .. '|' .. g end
   return p .. '|' .. c .. '|' .. m .. '|' .. s
+end
+
+-- Fair turns between groups (start-time fair queueing): the sequence after
+-- which group g's next tokens go in priority band p, the later of the last
+-- sequence given to the group (groups hash, s:<g>) and the queue's virtual
+-- time, the sequence of the band's head (the token claimed next; the order
+-- counter when the band is empty). A group with many tokens has them spaced
+-- one apart from near the head; a group with one gets a place right behind
+-- the head. Call group_seqs(tokens, seq, groups, g, p, n) for n new places:
+-- it records them and returns the first minus one.
+local function group_seqs(tokens_key, seq_key, groups_key, g, p, n)
+  local lo = (99 - p) * BAND
+  local head = redis.call('ZRANGEBYSCORE', tokens_key, fmt(lo), '(' .. fmt(lo + BAND), 'WITHSCORES', 'LIMIT', 0, 1)
+  local counter = tonumber(redis.call('GET', seq_key)) or 0
+  local vt = counter
+  if #head == 2 then vt = tonumber(head[2]) - lo end
+  local base = math.max(vt, tonumber(redis.call('HGET', groups_key, 's:' .. g)) or 0)
+  redis.call('HSET', groups_key, 's:' .. g, base + n)
+  -- ungrouped tokens made later go after these (FIFO, as without groups)
+  if counter < base + n then redis.call('SET', seq_key, base + n) end
+  return base
+end
+
+-- The same for many tokens in one call (cycle-15's returns): the band heads,
+-- the counter and each group's last sequence are read once into `memo`
+-- (heads as found before the first of these tokens went back), and written
+-- back by group_seqs_flush(memo, seq, groups) at the end.
+local function group_seqs_memo(memo, tokens_key, seq_key, groups_key, g, p)
+  if not memo.counter then
+    memo.counter = tonumber(redis.call('GET', seq_key)) or 0
+    memo.top, memo.heads, memo.last, memo.dirty = memo.counter, {}, {}, {}
+  end
+  local vt = memo.heads[p]
+  if not vt then
+    local lo = (99 - p) * BAND
+    local head = redis.call('ZRANGEBYSCORE', tokens_key, fmt(lo), '(' .. fmt(lo + BAND), 'WITHSCORES', 'LIMIT', 0, 1)
+    vt = #head == 2 and tonumber(head[2]) - lo or memo.counter
+    memo.heads[p] = vt
+  end
+  local last = memo.last[g]
+  if not last then last = tonumber(redis.call('HGET', groups_key, 's:' .. g)) or 0 end
+  local x = math.max(vt, last) + 1
+  memo.last[g], memo.dirty[g] = x, true
+  if x > memo.top then memo.top = x end
+  return x
+end
+
+local function group_seqs_flush(memo, seq_key, groups_key)
+  if not memo.counter then return end
+  local fields = {}
+  for g in pairs(memo.dirty) do
+    fields[#fields + 1] = 's:' .. g
+    fields[#fields + 1] = memo.last[g]
+  end
+  if #fields > 0 then redis.call('HSET', groups_key, unpack(fields)) end
+  if memo.top > memo.counter then redis.call('SET', seq_key, memo.top) end
 end
 
 local function token_score(seq_key, priority)
@@ -48,7 +107,7 @@ end
 -- an older rest is a dead worker's.
 local REST_MS = 2000
 
--- Handoffs (submit_one-18) are JSON arrays on the wake list: [worker, request
+-- Handoffs (submit_one-19) are JSON arrays on the wake list: [worker, request
 -- id, take answer, rest began]. Remove those made for `worker` and return them.
 local function take_handoffs(wake_key, worker)
   local out = {}

@@ -1,12 +1,13 @@
 --[[
-  Registering a created request with its queue: the body of enqueue-8, and
+  Registering a created request with its queue: the body of enqueue-9, and
   of submit_one, which creates a one-item request and registers it in one
-  call. Q[1..8] are enqueue-8's KEYS; the arguments are its ARGV (tokens:
+  call. Q[1..9] are enqueue-9's KEYS; the arguments are its ARGV (tokens:
   the most tokens to make, far: true when the ready time is in a schedule
   shard; marker: the wake marker, see _common.lua, or false for
-  none: submit_one hands the item off); returns its answer.
+  none: submit_one hands the item off; g: the request's group, nil for
+  none: its tokens get their group's places, see group_seqs); returns its answer.
 ]]
-local function register(Q, rid, p, c, dkey, delay, tokens, far, rate, marker)
+local function register(Q, rid, p, c, dkey, delay, tokens, far, rate, marker, g)
   local m = math.min(c, tokens)
 
   if redis.call('HEXISTS', Q[3], rid) == 1 then return {3, rid} end
@@ -20,13 +21,18 @@ local function register(Q, rid, p, c, dkey, delay, tokens, far, rate, marker)
   redis.call('ZADD', Q[7], now, rid)
   if rate ~= '' then redis.call('HSET', Q[8], 'lim:' .. rid, rate) end
   if delay > 0 then
-    redis.call('HSET', Q[3], rid, req_value(p, c, m, 's'))
+    redis.call('HSET', Q[3], rid, req_value(p, c, m, 's', g))
     if not far then redis.call('ZADD', Q[6], now + delay, rid) end
     return {1, rid}
   end
 
-  redis.call('HSET', Q[3], rid, req_value(p, c, m, 'q'))
-  local seq = redis.call('INCRBY', Q[2], m) - m
+  redis.call('HSET', Q[3], rid, req_value(p, c, m, 'q', g))
+  local seq
+  if g then
+    seq = group_seqs(Q[1], Q[2], Q[9], g, p, m)
+  else
+    seq = redis.call('INCRBY', Q[2], m) - m
+  end
   for k = 1, m do
     redis.call('ZADD', Q[1], fmt((99 - p) * BAND + seq + k), rid .. '#' .. k)
   end

@@ -21,14 +21,14 @@
 ]]
 --@include _common.lua
 local rid = ARGV[1]
-local p, c, m, s = parse_req(redis.call('HGET', KEYS[3], rid))
+local p, c, m, s, g = parse_req(redis.call('HGET', KEYS[3], rid))
 if not p then return -1 end -- NOT_FOUND
 local np, nc = tonumber(ARGV[2]) or p, tonumber(ARGV[3]) or c
 -- tokens wanted: the new limit when it changes, else the ones the request has
 local want = m
 if tonumber(ARGV[3]) then want = nc end
 local nm = math.max(m, want)
-redis.call('HSET', KEYS[3], rid, req_value(np, nc, want, s))
+redis.call('HSET', KEYS[3], rid, req_value(np, nc, want, s, g))
 if s == 's' then return {p, c} end -- scheduled: tokens are made when it is promoted
 
 local added = 0

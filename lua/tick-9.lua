@@ -32,9 +32,9 @@ end
 local promoted = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, batch)
 for _, rid in ipairs(promoted) do
   redis.call('ZREM', KEYS[1], rid)
-  local p, c, m, s = parse_req(redis.call('HGET', KEYS[4], rid))
+  local p, c, m, s, g = parse_req(redis.call('HGET', KEYS[4], rid))
   if p and s == 's' then
-    redis.call('HSET', KEYS[4], rid, req_value(p, c, m, 'q'))
+    redis.call('HSET', KEYS[4], rid, req_value(p, c, m, 'q', g))
     for k = 1, m do requeue(rid .. '#' .. k, p) end
   end
 end

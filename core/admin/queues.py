@@ -18,7 +18,7 @@ from queueadmin.core.engine.client.queue_client import QueueError
 from queueadmin.core.engine.config import QueueConfig
 from queueadmin.core.engine.features import encryption, ratelimit
 from queueadmin.core.forms import BACKEND_DOWN
-from queueadmin.core.models import Queue
+from queueadmin.core.models import Queue, QueueGroup
 
 _live_cache: contextvars.ContextVar[dict | None] = contextvars.ContextVar("queue_live", default=None)
 
@@ -31,6 +31,21 @@ class QueueForm(forms.ModelForm):
     def clean_rate_limit(self):
         try:
             return ratelimit.canonical(self.cleaned_data.get("rate_limit"))  # stored as `20/s`, whatever was typed
+        except ratelimit.RateLimitError as exc:
+            raise ValidationError(str(exc)) from None
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if "group_concurrency" in self.fields:  # a form posted before groups existed keeps the current value
+            self.fields["group_concurrency"].required = False
+
+    def clean_group_concurrency(self):
+        value = self.cleaned_data.get("group_concurrency")
+        return (self.instance.group_concurrency or 0) if value is None else value
+
+    def clean_group_rate_limit(self):
+        try:
+            return ratelimit.canonical(self.cleaned_data.get("group_rate_limit"))
         except ratelimit.RateLimitError as exc:
             raise ValidationError(str(exc)) from None
 
@@ -56,9 +71,33 @@ class QueueForm(forms.ModelForm):
         return data
 
 
+class QueueGroupForm(forms.ModelForm):
+    class Meta:
+        model = QueueGroup
+        fields = ("name", "concurrency", "rate_limit")
+
+    def clean_rate_limit(self):
+        try:
+            return ratelimit.canonical(self.cleaned_data.get("rate_limit"))
+        except ratelimit.RateLimitError as exc:
+            raise ValidationError(str(exc)) from None
+
+
+class QueueGroupInline(admin.TabularInline):
+    """A group's own limits (features/groups.py); saving or deleting one
+    tells Redis at once (signals.py)."""
+
+    model = QueueGroup
+    form = QueueGroupForm
+    extra = 0
+    verbose_name = "group limit"
+    verbose_name_plural = "Group limits (groups not listed use the queue's group defaults)"
+
+
 @admin.register(Queue)
 class QueueAdmin(AuditedAdmin):
     form = QueueForm
+    inlines = (QueueGroupInline,)
     list_display = ("name", "paused", "priority", "concurrency", "lease_seconds", "time_limit_seconds",
                     "rate_limit", "max_attempts", "retention_seconds", "waiting", "in_flight", "workers_see")
     list_filter = ("paused",)
@@ -68,6 +107,7 @@ class QueueAdmin(AuditedAdmin):
         (None, {"fields": ("name", "paused")}),
         ("Request defaults", {"fields": ("priority", "concurrency")}),
         ("Throughput", {"fields": ("rate_limit",)}),
+        ("Groups (tenants)", {"fields": ("group_concurrency", "group_rate_limit")}),
         ("Delivery and retries", {"fields": ("lease_seconds", "time_limit_seconds", "max_attempts",
                                              "backoff_seconds", "backoff_max_seconds", "unrunnable_seconds")}),
         ("Retention", {"fields": ("retention_seconds",)}),
@@ -79,6 +119,12 @@ class QueueAdmin(AuditedAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         return ("name",) if obj is not None else ()  # a renamed queue would strand its work
+
+    def get_inline_instances(self, request, obj=None):
+        # a form posted without the group rows (a script that knew the form before groups) leaves them alone
+        if request.method == "POST" and "groups-TOTAL_FORMS" not in request.POST:
+            return []
+        return super().get_inline_instances(request, obj)
 
     def has_delete_permission(self, request, obj=None):
         return False

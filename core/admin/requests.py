@@ -68,7 +68,7 @@ class PeriodicRequestAdmin(AuditedAdmin):
         (None, {"fields": ("name", "enabled", "queue", "processor")}),
         ("Items", {"fields": ("items", "items_are_json")}),
         ("When", {"fields": ("cron", "interval_seconds", "timezone", "catch_up")}),
-        ("Request options", {"fields": ("priority", "concurrency", "time_limit_seconds")}),
+        ("Request options", {"fields": ("priority", "concurrency", "time_limit_seconds", "group")}),
         ("Runs", {"fields": ("last_run_at", "last_request_id", "next_run_at")}),
     )
 

@@ -78,9 +78,10 @@ RULES = {
     "expires_in_seconds": "a number of seconds, more than 0 and at most 10 years",
     "time_limit": "a number of seconds, 0 (no limit) or more and at most 10 years",
     "dedup": "true or false", "dedup_key": "a string", "rate_limit": "text such as 20/s, 600/min or 10000/h",
+    "group": "text of 1 to 64 characters, without '|' or control characters",
     "limit": "an integer between 1 and 500", "cursor": "a cursor from a previous page",
 }
-STRING_FIELDS = {"queue", "processor", "dedup_key", "cursor", "state", "rate_limit"}
+STRING_FIELDS = {"queue", "processor", "dedup_key", "cursor", "state", "rate_limit", "group"}
 
 
 def _rule(field: str) -> str:

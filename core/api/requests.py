@@ -138,6 +138,8 @@ def submit(request, payload: SubmitIn, response: HttpResponse):
         options["time_limit"] = payload.time_limit
     if payload.rate_limit:
         options["rate_limit"] = payload.rate_limit
+    if payload.group:
+        options["group"] = payload.group
     if payload.callback_url is not None:
         options.update(_callback(request, payload.callback_url))
     if payload.then is not None:

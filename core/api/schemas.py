@@ -14,7 +14,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 from pydantic_core import PydanticCustomError
 from typing_extensions import Annotated
 
-from queueadmin.core.engine.features import ratelimit
+from queueadmin.core.engine.errors import QueueError
+from queueadmin.core.engine.features import groups, ratelimit
 from ..engine.config import MAX_CONCURRENCY
 from .caps import MAX_SECONDS, cap
 
@@ -66,6 +67,9 @@ class SubmitIn(BaseModel):
     dedup_key: Optional[str] = Field(None, min_length=1, description="an equal key of a pending or running "
                                      "request returns it (default: a hash of processor and items)")
     dedup: bool = Field(True, description="false: never de-duplicate this request")
+    group: Optional[str] = Field(None, min_length=1, max_length=64,
+                                 description="a group (tenant): its items count against the group's concurrency "
+                                             "and rate limits and take fair turns with other groups")
     callback_url: Optional[str] = Field(None, min_length=1, max_length=2000,
                                         description="an http(s) URL sent the request's summary, signed, when it "
                                                     "finishes (docs/usage.md \"Webhooks\"); its host must be allowed")
@@ -86,6 +90,14 @@ class SubmitIn(BaseModel):
         try:
             return ratelimit.canonical(text) or None
         except ratelimit.RateLimitError as exc:
+            raise PydanticCustomError("qa_invalid", "{why}", {"why": str(exc)}) from None
+
+    @field_validator("group")
+    @classmethod
+    def _group(cls, text: str | None) -> str | None:
+        try:
+            return groups.check_group(text)
+        except QueueError as exc:
             raise PydanticCustomError("qa_invalid", "{why}", {"why": str(exc)}) from None
 
     @field_validator("dedup_key")

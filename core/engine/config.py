@@ -27,6 +27,8 @@ class QueueConfig:
     rate_limit: str = ""  # at most this many item starts per window, e.g. "20/s" ("" = none; ratelimit.py)
     unrunnable_seconds: float = 3600.0  # an item no live worker can run fails after this long (routing.py)
     encrypt: bool = False  # payloads, results and logs sealed at rest (features/encryption.py)
+    group_concurrency: int = 0  # default items of one group in flight at once (0 = no limit; features/groups.py)
+    group_rate_limit: str = ""  # default item starts per window of one group, e.g. "5/s" ("" = none)
 
     def backoff(self, attempt: int) -> float:
         """Delay before the retry that follows attempt number `attempt`."""
@@ -45,6 +47,8 @@ class QueueConfig:
         out = {k: str(int(v) if isinstance(v, bool) else v) for k, v in asdict(self).items()}
         rate = ratelimit.parse(self.rate_limit)
         out["rate_limit"], out["rate_spec"] = (rate.text, rate.spec) if rate else ("", "")
+        group_rate = ratelimit.parse(self.group_rate_limit)
+        out["group_rate_limit"], out["group_rate_spec"] = (group_rate.text, group_rate.spec) if group_rate else ("", "")
         return out
 
     @classmethod
@@ -78,3 +82,6 @@ class QueueConfig:
         if not self.unrunnable_seconds >= 0:
             raise ValueError("the wait for a worker that can run an item must not be negative")
         ratelimit.parse(self.rate_limit)  # RateLimitError (a ValueError) when malformed
+        if not 0 <= self.group_concurrency <= MAX_CONCURRENCY:
+            raise ValueError(f"group concurrency must be between 0 (no limit) and {MAX_CONCURRENCY}")
+        ratelimit.parse(self.group_rate_limit)

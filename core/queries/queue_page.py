@@ -1,12 +1,12 @@
 """A queue's page: its live figures (as the overview reads them), its
-latency now, and wait and run percentiles over the last hour from the
-metrics history."""
+latency now, wait and run percentiles over the last hour from the
+metrics history, and its groups (tenants: features/groups.py), if any."""
 from __future__ import annotations
 
-from queueadmin.core.engine.features import history
+from queueadmin.core.engine.features import groups, history
 
 from . import charts
-from .base import keys, queue_names, rdb
+from .base import client, keys, queue_names, rdb
 from .overview import overview
 
 
@@ -23,7 +23,8 @@ def queue_page(name: str) -> dict | None:
     for p in history.read(rdb(), keys(), [history.queue_series(name)], start, end, 1):
         hour.add(p)
     return {"q": q, "hour": hour, "wait_p50": hour.wait_p(0.5), "wait_p95": hour.wait_p(0.95),
-            "run_p50": hour.run_p(0.5), "run_p95": hour.run_p(0.95)}
+            "run_p50": hour.run_p(0.5), "run_p95": hour.run_p(0.95), "groups": groups.stats(client(), name),
+            "groups_capped_at": groups.WAITING_READ}
 
 
 def latency_now(queue: str | None) -> float:

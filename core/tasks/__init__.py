@@ -26,16 +26,20 @@ know it yet (a fresh Redis before any worker ran), and `default` always
 exists. `aenqueue` and `aget_result` run off the event loop, on a thread of
 their own (not the one Django's sync code shares).
 
+Groups (tenants): tasks enqueued inside `with group("customer-42"):` (or
+`enqueue_many(..., group=...)`) belong to that group: its limits apply and
+groups take fair turns (docs/usage.md "Groups").
+
 The package: framework.py (Django's Tasks names, either way in, and the
 priority mapping), backend.py (the backend and submission: `enqueue`,
 `enqueue_many`), results.py (a TaskResult from Redis or from the history),
 running.py (the worker side: a task as a processor).
 """
-from queueadmin.core.tasks.backend import Batch, QueueadminBackend, enqueue_many, task_for
+from queueadmin.core.tasks.backend import Batch, QueueadminBackend, enqueue_many, group, task_for
 from queueadmin.core.tasks.framework import (PREFIX, InvalidTask, Task, TaskResult, TaskResultDoesNotExist,
                                              TaskResultStatus, engine_priority, processor_name, task_backends)
 from queueadmin.core.tasks.running import ItemTaskContext, adapter
 
-__all__ = ["QueueadminBackend", "enqueue_many", "Batch", "task_for", "adapter", "ItemTaskContext", "PREFIX",
+__all__ = ["QueueadminBackend", "enqueue_many", "group", "Batch", "task_for", "adapter", "ItemTaskContext", "PREFIX",
            "engine_priority", "processor_name", "task_backends", "Task", "TaskResult", "TaskResultStatus",
            "TaskResultDoesNotExist", "InvalidTask"]

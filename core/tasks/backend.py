@@ -4,6 +4,8 @@ submitted through core/operations.py, so they are in the history; the
 queue a task names comes from the database when Redis does not know it yet."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from dataclasses import dataclass
 from datetime import datetime
 from importlib import import_module
@@ -16,13 +18,30 @@ from django.utils import timezone as dj_timezone
 from queueadmin.core import clients, operations
 from queueadmin.core.engine.client.limits import check_item
 from queueadmin.core.engine.errors import QueueError
-from queueadmin.core.engine.features import ratelimit
+from queueadmin.core.engine.features import groups, ratelimit
 from queueadmin.core.engine.runtime.processors import MAX_NAME, ProcessorError
 from queueadmin.core.models import RequestRecord
 from queueadmin.core.tasks import results
 from queueadmin.core.tasks.framework import (MAX_PRIORITY, MIN_PRIORITY, PREFIX, BaseTaskBackend, InvalidTask, Task,
                                              TaskResult, TaskResultDoesNotExist, TaskResultStatus, engine_priority,
                                              processor_name, task_backends, task_enqueued)
+
+# -- groups (tenants) -------------------------------------------------------------
+
+_group: contextvars.ContextVar[str | None] = contextvars.ContextVar("queueadmin_task_group", default=None)
+
+
+@contextlib.contextmanager
+def group(name: str | None):
+    """Tasks enqueued inside (`.enqueue()`, `enqueue_many`) belong to the group
+    `name` (a tenant: core/engine/features/groups.py), unless `enqueue_many` names
+    one itself; None: no group. QueueError on a bad name, at once."""
+    token = _group.set(groups.check_group(name))
+    try:
+        yield
+    finally:
+        _group.reset(token)
+
 
 # -- the backend ----------------------------------------------------------------
 
@@ -49,9 +68,10 @@ class QueueadminBackend(BaseTaskBackend):
         self.validate_task(task)
         payload = _payload(task, args, kwargs)
         result = results.make_result(task, "", TaskResultStatus.READY, payload, enqueued=dj_timezone.now())
+        in_group = _group.get()  # read now: a submit on commit runs outside the caller's `with group(...)`
 
         def submit():
-            sub = _submit(task, [payload], priority=task.priority, run_after=task.run_after)
+            sub = _submit(task, [payload], priority=task.priority, run_after=task.run_after, group=in_group)
             object.__setattr__(result, "id", sub.id)  # frozen dataclass; the id is known only now
             task_enqueued.send(type(self), task_result=result)
 
@@ -116,7 +136,7 @@ def _payload(task: Task, args, kwargs) -> dict:
 
 def _submit(task: Task, payloads: list[dict], *, priority: int, run_after: datetime | None = None,
             concurrency: int | None = None, dedup_key: str | None = None, then: dict | None = None,
-            rate_limit: str | None = None):
+            rate_limit: str | None = None, group: str | None = None):
     name = processor_name(task)
     client = clients.engine()
     if client.processors is not None:
@@ -126,7 +146,7 @@ def _submit(task: Task, payloads: list[dict], *, priority: int, run_after: datet
     def submit():
         return operations.submit(task.queue_name, name, payloads, priority=engine_priority(priority),
                                  concurrency=concurrency, delay=delay, dedup_key=dedup_key,
-                                 dedup=dedup_key is not None, then=then, rate_limit=rate_limit)
+                                 dedup=dedup_key is not None, then=then, rate_limit=rate_limit, group=group)
 
     try:
         return submit()
@@ -148,7 +168,8 @@ class Batch:
 
 
 def enqueue_many(task: Task, calls: Iterable, *, priority: int | None = None, concurrency: int | None = None,
-                 dedup_key: str | None = None, then: dict | None = None, rate_limit: str | None = None) -> Batch:
+                 dedup_key: str | None = None, then: dict | None = None, rate_limit: str | None = None,
+                 group: str | None = None) -> Batch:
     """Submit one request of many items of the same task (one item per call),
     shown as one request with progress. Each call is `(args, kwargs)` (a
     2-tuple of a list/tuple and a dict), a list or tuple of positional
@@ -158,7 +179,9 @@ def enqueue_many(task: Task, calls: Iterable, *, priority: int | None = None, co
     `then` names a processor to follow the request when it finishes
     (docs/usage.md "Chained requests"): its items are the task's return values.
     `rate_limit` (`20/s`, `600/min`, ...) caps how many of its items start in
-    any such window, across all workers (docs/usage.md "Rate limits")."""
+    any such window, across all workers (docs/usage.md "Rate limits").
+    `group`: the request's group (tenant, docs/usage.md "Groups"); default:
+    the one of an enclosing `with group(...)`, if any."""
     backend = task.get_backend()
     if not isinstance(backend, QueueadminBackend):
         raise InvalidTask(f"task {task.module_path} does not use the queueadmin backend")
@@ -170,11 +193,12 @@ def enqueue_many(task: Task, calls: Iterable, *, priority: int | None = None, co
     if not MIN_PRIORITY <= priority <= MAX_PRIORITY:
         raise InvalidTask(f"priority must be a whole number between {MIN_PRIORITY} and {MAX_PRIORITY}")
     rate_limit = ratelimit.canonical(rate_limit) or None  # RateLimitError (a ValueError) now, not at commit
+    in_group = _group.get() if group is None else groups.check_group(group)  # QueueError now, not at commit
     batch = Batch(id="", total=len(payloads))
 
     def submit():
         sub = _submit(task, payloads, priority=priority, run_after=task.run_after, concurrency=concurrency,
-                      dedup_key=dedup_key, then=then, rate_limit=rate_limit)
+                      dedup_key=dedup_key, then=then, rate_limit=rate_limit, group=in_group)
         batch.id, batch.duplicate = sub.id, sub.duplicate
 
     _now_or_on_commit(backend, submit)

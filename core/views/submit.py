@@ -38,6 +38,7 @@ def submit(request):
                     concurrency=d["concurrency"], delay=d["delay"], expires_in=d["expires_in_seconds"],
                     dedup_key=d["dedup_key"] or None, time_limit=d["time_limit_seconds"],
                     rate_limit=d.get("rate_limit") or None,
+                    group=d.get("group") or None,
                     callback_url=d.get("callback_url"),
                     then={"processor": d["then_processor"], "mode": d.get("then_mode") or "each"}
                     if d.get("then_processor") else None)

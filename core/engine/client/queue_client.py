@@ -20,6 +20,7 @@ from queueadmin.core.engine.client.steering import Steering
 from queueadmin.core.engine.client.submission import Submission, Submitter, new_request_id
 from queueadmin.core.engine.config import QueueConfig
 from queueadmin.core.engine.errors import QueueError
+from queueadmin.core.engine.features import groups
 from queueadmin.core.engine.store import Store
 from queueadmin.core.engine.store.keys import GROUP, QueueKeys, RequestKeys
 
@@ -88,6 +89,22 @@ class QueueClient:
             pipe.rpush(qk.wake, 1)
         pipe.execute()
 
+    def set_group_limits(self, queue: str, group: str, concurrency: int | None = None,
+                         rate_limit: str | None = None) -> None:
+        """A group's own limits in `queue` (None: the queue's default,
+        group_concurrency / group_rate_limit): at most `concurrency` of its
+        items in flight (0: no limit), at most `rate_limit` starts per
+        window (features/groups.py)."""
+        groups.set_limits(self, queue, group, concurrency, rate_limit)
+
+    def clear_group_limits(self, queue: str, group: str) -> None:
+        """Back to the queue's defaults for `group`."""
+        groups.clear_limits(self, queue, group)
+
+    def group_stats(self, queue: str) -> list[dict]:
+        """The queue's groups: in flight, limits, waiting, throttled (features/groups.py)."""
+        return groups.stats(self, queue)
+
     # -- submission (submission.py) ---------------------------------------------
 
     def submit(self, queue: str, processor: str, items: Iterable[Any], *, priority: int | None = None,
@@ -95,7 +112,7 @@ class QueueClient:
                dedup_key: str | None = None, dedup: bool = True, time_limit: float | None = None,
                callback_url: str | None = None, callback_signer: str = "", then: dict | None = None,
                rate_limit: str | None = None, request_id: str | None = None,
-               parent: str | None = None, dedup_scope: str = INTERNAL) -> Submission:
+               parent: str | None = None, dedup_scope: str = INTERNAL, group: str | None = None) -> Submission:
         """Submit a request of items. A duplicate of a pending or running request
         (same de-dup key; by default a hash of processor and items) returns it,
         within `dedup_scope` (whose submissions may be its duplicates: a user's).
@@ -104,24 +121,26 @@ class QueueClient:
         `then`: the request that follows this one (core/engine/features/chains.py).
         `rate_limit` (`20/s`, `600/min`, ...): at most that many of its items
         start in any such window, across all workers (ratelimit.py).
-        `request_id` and `parent` are for follow-ups: a fixed id, and its parent."""
+        `request_id` and `parent` are for follow-ups: a fixed id, and its parent.
+        `group` (a tenant, 1-64 characters): its items count against the
+        group's limits and take fair turns with other groups (features/groups.py)."""
         return self.submission.submit(
             queue, processor, items, priority=priority, concurrency=concurrency, delay=delay, expires_in=expires_in,
             dedup_key=dedup_key, dedup=dedup, time_limit=time_limit, callback_url=callback_url,
             callback_signer=callback_signer, then=then, rate_limit=rate_limit, request_id=request_id, parent=parent,
-            dedup_scope=dedup_scope)
+            dedup_scope=dedup_scope, group=group)
 
     def begin(self, queue: str, processor: str, *, priority: int | None = None, concurrency: int | None = None,
               delay: float = 0, expires_in: float | None = None, dedup_key: str | None = None,
               time_limit: float | None = None, callback_url: str | None = None,
               callback_signer: str = "", rate_limit: str | None = None,
-              dedup_scope: str = INTERNAL) -> Submission:
+              dedup_scope: str = INTERNAL, group: str | None = None) -> Submission:
         """Open a streamed request: add items with `add`, then `finalize`.
         De-duplication applies only with an explicit key (items are unknown yet)."""
         return self.submission.begin(
             queue, processor, priority=priority, concurrency=concurrency, delay=delay, expires_in=expires_in,
             dedup_key=dedup_key, time_limit=time_limit, callback_url=callback_url, callback_signer=callback_signer,
-            rate_limit=rate_limit, dedup_scope=dedup_scope)
+            rate_limit=rate_limit, dedup_scope=dedup_scope, group=group)
 
     def add(self, rid: str, items: Iterable[Any], finalize: bool = False) -> int:
         """Add items to a streamed request; returns its total so far."""

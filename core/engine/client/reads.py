@@ -152,7 +152,7 @@ class Reads:
         """Registered requests of a queue: id -> {priority, concurrency, scheduled}."""
         out = {}
         for rid, v in self.redis.hgetall(self.keys.queue(queue).reqs).items():
-            p, c, _, s = v.split("|")
+            p, c, _, s = v.split("|")[:4]
             out[rid] = {"priority": int(p), "concurrency": int(c), "scheduled": s == "s"}
         return out
 

@@ -22,7 +22,7 @@ from queueadmin.core.engine.client.limits import check_dedup_key, check_text, pa
 from queueadmin.core.engine.client.reads import Reads
 from queueadmin.core.engine.config import MAX_CONCURRENCY, QueueConfig
 from queueadmin.core.engine.errors import QueueError
-from queueadmin.core.engine.features import chains, encryption, ratelimit, schedule, webhook_store
+from queueadmin.core.engine.features import chains, encryption, groups, ratelimit, schedule, webhook_store
 from queueadmin.core.engine.hooks import HOOKS
 from queueadmin.core.engine.store import Store
 from queueadmin.core.engine.store.keys import slot_tag
@@ -77,9 +77,10 @@ class Submitter:
                dedup_key: str | None = None, dedup: bool = True, time_limit: float | None = None,
                callback_url: str | None = None, callback_signer: str = "", then: dict | None = None,
                rate_limit: str | None = None, request_id: str | None = None,
-               parent: str | None = None, dedup_scope: str = INTERNAL) -> Submission:
+               parent: str | None = None, dedup_scope: str = INTERNAL, group: str | None = None) -> Submission:
         """See QueueClient.submit."""
         config, priority, concurrency = self.validate(queue, processor, priority, concurrency)
+        group = groups.check_group(group)
         then = self._then(then, queue)
         dedup_key, dedup_scope = check_dedup_key(dedup_key), _scope(dedup_scope)
         payloads = checked_payloads(items)  # QueueError on text that is not valid Unicode, or over a cap
@@ -102,6 +103,8 @@ class Submitter:
             meta["then"] = json.dumps(then)
         if parent:
             meta["parent"] = parent
+        if group:
+            meta["group"] = group
         if HOOKS.active:
             _headers(meta)
         if lean:
@@ -114,7 +117,7 @@ class Submitter:
             last = start + CHUNK >= len(rest)
             created.append(self.store.request.add(rid, rest[start:start + CHUNK], finalize=last, trip=trip))
         enqueued = self.enqueue(trip, queue, rid, priority, concurrency, meta["dedup_key"], delay_ms, len(payloads),
-                                rate)
+                                rate, group=group)
         if then:
             trip.pipe.zadd(self.keys.chains, {rid: int(time.time() * 1000)})  # until its follow-up exists
         try:
@@ -179,15 +182,18 @@ class Submitter:
               delay: float = 0, expires_in: float | None = None, dedup_key: str | None = None,
               time_limit: float | None = None, callback_url: str | None = None,
               callback_signer: str = "", rate_limit: str | None = None,
-              dedup_scope: str = INTERNAL) -> Submission:
+              dedup_scope: str = INTERNAL, group: str | None = None) -> Submission:
         """See QueueClient.begin."""
         _, priority, concurrency = self.validate(queue, processor, priority, concurrency)
+        group = groups.check_group(group)
         dedup_key, dedup_scope = check_dedup_key(dedup_key), _scope(dedup_scope)
         delay_ms, expires_ms = _ms(delay, "delay"), _ms(expires_in or 0, "expiry")
         rid = new_request_id()
         meta = dict(id=rid, queue=queue, processor=processor, priority=priority, concurrency=concurrency,
                     state="scheduled" if delay_ms else "queued", dedup_key=scoped_key(dedup_scope, dedup_key or ""),
                     streamed=1)
+        if group:
+            meta["group"] = group
         if HOOKS.active:
             _headers(meta)
         _time_limit(meta, time_limit)
@@ -196,7 +202,8 @@ class Submitter:
         trip = self.store.trip()
         created = self.store.request.create(rid, meta, [], delay_ms=delay_ms, expires_ms=expires_ms, finalized=False,
                                             trip=trip)
-        enqueued = self.enqueue(trip, queue, rid, priority, concurrency, meta["dedup_key"], delay_ms, rate=rate)
+        enqueued = self.enqueue(trip, queue, rid, priority, concurrency, meta["dedup_key"], delay_ms, rate=rate,
+                                group=group)
         try:
             trip.run()
         except redis.RedisError:
@@ -240,17 +247,17 @@ class Submitter:
         except redis.RedisError:
             log.warning("request %s: a failed submission could not be taken back", rid)
 
-    def enqueue(self, trip, queue, rid, priority, concurrency, dedup_key, delay_ms, items=None, rate=None):
+    def enqueue(self, trip, queue, rid, priority, concurrency, dedup_key, delay_ms, items=None, rate=None, group=None):
         """Register with the queue, on `trip`; `items` (when known) caps the
         tokens made; `rate`, the request's own rate limit, goes where claims
-        check it. A far-off request's time goes to a schedule shard first
+        check it; `group`, its group (features/groups.py). A far-off request's time goes to a schedule shard first
         (schedule.py). Returns enqueue's Answer."""
         far = schedule.is_far(delay_ms)
         if far:
             schedule.add(self.client, queue, rid, delay_ms)
         return self.store.queue.enqueue(queue, rid, priority=priority, concurrency=concurrency, dedup_key=dedup_key,
                                         delay_ms=delay_ms, tokens=concurrency if items is None else items, far=far,
-                                        rate_spec=rate.spec if rate else "", trip=trip)
+                                        rate_spec=rate.spec if rate else "", group=group or "", trip=trip)
 
     def unpark(self, queue: str, rid: str) -> None:
         """Wake a request's parked tokens (new items, retried dead letters, requeued items)."""

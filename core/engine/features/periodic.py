@@ -51,6 +51,7 @@ from queueadmin.core.engine import events
 from queueadmin.core.engine.client.dedup import PERIODIC, scoped_key
 from queueadmin.core.engine.errors import QueueError
 from queueadmin.core.engine.client.limits import payloads as checked_payloads
+from queueadmin.core.engine.features import groups
 from queueadmin.core.engine.states import TERMINAL
 from queueadmin.core.engine.store.periodic_slot import Defined
 from queueadmin.core.engine.store.queue_slot import EnqueueCode
@@ -81,6 +82,7 @@ class Definition:
     priority: int | None = None
     concurrency: int | None = None
     time_limit: float | None = None
+    group: str = ""  # the group (tenant) its requests count against (features/groups.py); "" none
     cron: str = ""
     interval: int = 0  # seconds
     tz: str = "UTC"
@@ -91,7 +93,10 @@ class Definition:
         return f"{self.cron}|{self.interval}|{self.tz}"
 
     def to_json(self) -> str:
-        return json.dumps({**asdict(self), "timing": self.timing}, separators=(",", ":"))
+        data = asdict(self)
+        if not data["group"]:
+            del data["group"]  # as before groups: an older worker reads the definition too
+        return json.dumps({**data, "timing": self.timing}, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> "Definition":
@@ -281,6 +286,9 @@ def fire(client, d: Definition, due_ms: int, manual: bool = False, missed: bool 
         meta["caught_up"] = 1
     if d.time_limit is not None:
         meta["time_limit"] = float(d.time_limit)
+    group = groups.check_group(d.group or None)
+    if group:
+        meta["group"] = group
     try:
         client.store.request.create(rid, meta, payloads)
     except ScriptError as exc:
@@ -295,7 +303,8 @@ def fire(client, d: Definition, due_ms: int, manual: bool = False, missed: bool 
     except Exception:
         log.exception("periodic request %s due %d: a subscriber failed", d.name, due_ms)
     trip = client.store.trip()
-    enqueued = client.submission.enqueue(trip, d.queue, rid, priority, concurrency, key, 0, len(payloads))
+    enqueued = client.submission.enqueue(trip, d.queue, rid, priority, concurrency, key, 0, len(payloads),
+                                         group=group)
     trip.run()
     code, other = enqueued.value
     if code == EnqueueCode.DUPLICATE and other != rid:  # this due time fired under another id (the secret was

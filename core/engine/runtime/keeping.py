@@ -13,14 +13,14 @@ it in the same round trip that acknowledges the last one.
 What keeps the semantics: a kept token still stands for one item in flight
 (concurrency); `take` hands nothing out for a kept token whose request
 changed priority, lowered its concurrency below the token or has its own rate
-limit (TakeKind.RETURN: the token goes back); a queue with a rate limit, a
-paused queue and a worker that is leaving keep nothing; and the window bounds
-how long a token newly waiting at the same or a higher priority waits for one
+limit (TakeKind.RETURN: the token goes back); a queue with a rate limit
+(its own, or one for its groups: features/groups.py), a paused queue and a
+worker that is leaving keep nothing; and the window bounds how long a token newly waiting at the same or a higher priority waits for one
 kept before it (about one batch of fast items, BATCH_WINDOW).
 
 `Keeping` owns every token the worker is done with until a round trip
 (cycle.py) carries it: its `releases` per queue (token, mode, until; the
-ARGV tail of cycle-12), its kept tokens, and the tokens of one-item
+ARGV tail of cycle-15), its kept tokens, and the tokens of one-item
 requests that wait for their acknowledgement's answer.
 """
 from __future__ import annotations
@@ -39,7 +39,7 @@ KEEP_WINDOW = BATCH_WINDOW  # seconds a token may be kept since it was claimed f
 class Keeping:
     def __init__(self, store: Store, pace: Pace, queues: list[str]):
         self.store, self.keys, self.pace = store, store.keys, pace
-        self.releases: dict[str, list] = {q: [] for q in queues}  # queue -> token, mode, until (cycle-12's ARGV)
+        self.releases: dict[str, list] = {q: [] for q in queues}  # queue -> token, mode, until (cycle-15's ARGV)
         self.kept: dict[str, list[Item]] = {}  # queue -> acknowledged items whose tokens are kept
         self.deferred: list[Item] = []  # one-item requests' items whose token waits for their ack's answer
         self._capped: dict[str, float] = {}  # queue -> until when its claims need not be tried again
@@ -128,15 +128,16 @@ class Keeping:
         qk = self.keys.queue(queue)
         trip.pipe.zrange(qk.tokens, 0, 0, withscores=True)
         best = trip.answer()
-        trip.pipe.hmget(qk.config, "paused", "rate_spec")
+        trip.pipe.hmget(qk.config, "paused", "rate_spec", "group_rate_spec", "group_rates")
         return best, trip.answer()
 
     def note_best_waiting(self, queue: str, answers: tuple[Answer, Answer]) -> None:
         """The priority of the best token waiting in `queue` (-1: none), as
         read in the last round trip; a paused queue or one with a rate limit
-        (its starts are counted at claims) keeps nothing."""
+        (its starts are counted at claims), the queue's or a group's
+        (features/groups.py), keeps nothing."""
         best, config = answers[0].value, answers[1].value
-        if config[0] == "1" or config[1]:
+        if config[0] == "1" or any(config[1:]):
             self._best_waiting[queue] = MAX_PRIORITY
         else:
             self._best_waiting[queue] = MAX_PRIORITY - int(best[0][1]) // PRIORITY_BAND if best else -1

@@ -81,7 +81,7 @@ class QueueKeys:
         return self._k("parked")
 
     @property
-    def reqs(self) -> str:  # HASH request id -> "priority|concurrency|max_token|state"
+    def reqs(self) -> str:  # HASH request id -> "priority|concurrency|max_token|state[|group]"
         return self._k("reqs")
 
     @property
@@ -123,6 +123,19 @@ class QueueKeys:
     def ratelog(self) -> str:  # ZSET "<limiter>|<n>" -> when that start stops counting (ms); ratelimit.py
         return self._k("ratelog")
 
+    # Groups (tenants; features/groups.py)
+    @property
+    def groups(self) -> str:  # HASH "s:<group>" -> the last sequence given to the group's tokens
+        return self._k("groups")
+
+    @property
+    def glimits(self) -> str:  # HASH group -> "concurrency|rate spec" (empty parts: the queue's defaults)
+        return self._k("glimits")
+
+    @property
+    def gheld(self) -> str:  # ZSET group + "\x1f" + token (score 0): the held tokens of each group
+        return self._k("gheld")
+
     # What workers can run (core/engine/routing.py)
     @property
     def needs(self) -> str:  # HASH request id -> "since_ms|processor": a worker lacked its processor
@@ -144,7 +157,7 @@ class QueueKeys:
         """The keys of the queue's slot (all but the schedule shards)."""
         return [self.tokens, self.seq, self.held, self.leases, self.parked, self.reqs, self.sched, self.dedup,
                 self.wake, self.idle, self.config, self.index, self.lastserved, self.rate, self.ratelog,
-                self.needs, self.orphans, self.can, self.reviewed]
+                self.needs, self.orphans, self.can, self.reviewed, self.groups, self.glimits, self.gheld]
 
 
 @dataclass(frozen=True)

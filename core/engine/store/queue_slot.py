@@ -22,7 +22,7 @@ from queueadmin.core.engine.store.trip import Trip
 
 
 class Claimed(NamedTuple):
-    """A cycle-12 answer."""
+    """A cycle-15 answer."""
 
     wait_ms: int  # 0; the ms until a rate limit that held back the claim frees a start; -1: only
     # tokens of requests whose processor this worker lacks wait (it passed them over)
@@ -30,7 +30,7 @@ class Claimed(NamedTuple):
 
 
 class EnqueueCode(enum.IntEnum):
-    """What enqueue-8 (and submit_one-18) did with a request."""
+    """What enqueue-9 (and submit_one-19) did with a request."""
 
     QUEUED = 0
     SCHEDULED = 1
@@ -64,7 +64,7 @@ class Adjusted(NamedTuple):
 
 
 class Handoff(NamedTuple):
-    """A handoff on a wake list (submit_one-18): a one-item request whose
+    """A handoff on a wake list (submit_one-19): a one-item request whose
     token was claimed, and item taken, for a resting worker."""
 
     worker: str  # the worker it was made for
@@ -101,12 +101,12 @@ _unparked = refusable("unpark", int)
 class QueueScripts:
     def __init__(self, scripts: Scripts, keys: Keys):
         self.scripts, self.keys = scripts, keys
-        self._cycle_keys: dict[str, list[str]] = {}  # queue -> cycle-12's keys (every round trip)
-        self._one_keys: dict[str, list[str]] = {}  # queue -> submit_one-18's keys after the request's
+        self._cycle_keys: dict[str, list[str]] = {}  # queue -> cycle-15's keys (every round trip)
+        self._one_keys: dict[str, list[str]] = {}  # queue -> submit_one-19's keys after the request's
 
     def cycle(self, queue: str, worker: str, lease_ms: int, want: int, *, aging: bool, live_workers: int,
               least_share: int, lacks: str, releases: list, trip: Trip | None = None):
-        """cycle-12: one dispatch round trip's claim of up to `want` tokens,
+        """cycle-15: one dispatch round trip's claim of up to `want` tokens,
         after the `releases` (in threes: token, return | park | drop, until
         ms) -> Claimed. `lacks`: the processors this worker cannot run, each
         between newlines ("" for none)."""
@@ -114,7 +114,8 @@ class QueueScripts:
         if keys is None:
             qk = self.keys.queue(queue)
             keys = self._cycle_keys[queue] = [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked, qk.wake,
-                                              qk.config, qk.lastserved, qk.rate, qk.ratelog, qk.needs]
+                                              qk.config, qk.lastserved, qk.rate, qk.ratelog, qk.needs,
+                                              qk.groups, qk.glimits, qk.gheld]
         return self.scripts.run(trip, "cycle", keys, [worker, lease_ms, want, 1 if aging else 0,
                                                       f"{live_workers}/{least_share}", lacks, *releases], _claimed)
 
@@ -133,26 +134,28 @@ class QueueScripts:
                                 [rid, dedup_key or ""], _flag)
 
     def enqueue(self, queue: str, rid: str, *, priority: int, concurrency: int, dedup_key: str, delay_ms: int,
-                tokens: int, far: bool, rate_spec: str, trip: Trip | None = None):
-        """enqueue-8: register a created request (its tokens, or its
-        schedule when delayed; `far`: its time is in a schedule shard) -> Enqueued."""
+                tokens: int, far: bool, rate_spec: str, group: str = "", trip: Trip | None = None):
+        """enqueue-9: register a created request (its tokens, or its
+        schedule when delayed; `far`: its time is in a schedule shard;
+        `group`: its group, "" for none) -> Enqueued."""
         qk = self.keys.queue(queue)
         return self.scripts.run(trip, "enqueue", [qk.tokens, qk.seq, qk.reqs, qk.wake, qk.dedup, qk.sched, qk.index,
-                                                  qk.rate],
-                                [rid, priority, concurrency, dedup_key, delay_ms, tokens, 1 if far else 0, rate_spec],
+                                                  qk.rate, qk.groups],
+                                [rid, priority, concurrency, dedup_key, delay_ms, tokens, 1 if far else 0, rate_spec,
+                                 group or ""],
                                 enqueued)
 
     def submit_one(self, queue: str, rid: str, meta: dict, payload: str, *, priority: int, concurrency: int,
                    dedup_key: str, delay_ms: int, expires_ms: int, rate_spec: str, lease_ms: int, max_attempts: int,
                    retention_ms: int, channel: str, trip: Trip | None = None):
-        """submit_one-18: create and register a one-item request in the
-        queue's slot (or hand it to a resting worker) -> Enqueued; EXISTS
-        refuses."""
+        """submit_one-19: create and register a one-item request in the
+        queue's slot (or hand it to a resting worker; never one of a group,
+        meta field `group`) -> Enqueued; EXISTS refuses."""
         keys = self._one_keys.get(queue)
         if keys is None:  # the queue's part of the keys, made once
             qk = self.keys.queue(queue)
             keys = self._one_keys[queue] = [qk.tokens, qk.seq, qk.reqs, qk.wake, qk.dedup, qk.sched, qk.index,
-                                            qk.rate, qk.held, qk.leases, qk.config, qk.idle, qk.can]
+                                            qk.rate, qk.held, qk.leases, qk.config, qk.idle, qk.can, qk.groups]
         return self.scripts.run(trip, "submit_one", [*self.keys.request(rid).all(), *keys],
                                 [rid, priority, concurrency, dedup_key, delay_ms, expires_ms, 0, rate_spec, lease_ms,
                                  max_attempts, retention_ms, channel, *meta_fields(meta), payload], _submitted)

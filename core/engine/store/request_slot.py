@@ -105,7 +105,7 @@ def holders(raw) -> list[dict]:
 
 
 def meta_fields(meta: dict) -> list:
-    """A mapping as the count-prefixed field/value list create-2 and submit_one-18 take."""
+    """A mapping as the count-prefixed field/value list create-2 and submit_one-19 take."""
     flat = [len(meta)]
     for k, v in meta.items():
         flat += [k, v]

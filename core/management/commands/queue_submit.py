@@ -55,6 +55,9 @@ class Command(BaseCommand):
         parser.add_argument("--rate-limit", metavar="N/UNIT",
                             help="at most N of its items start in any such window, across all workers: "
                                  "20/s, 600/min, 10000/h (docs/usage.md \"Rate limits\")")
+        parser.add_argument("--group", metavar="NAME",
+                            help="the request's group (a tenant): its items count against the group's limits "
+                                 "and take fair turns with other groups (docs/usage.md \"Groups\")")
         parser.add_argument("--json", action="store_true", help="each line is a JSON value, not plain text")
         parser.add_argument("--callback-url", metavar="URL",
                             help="POST the request's summary there when it finishes, signed with the site's "
@@ -93,7 +96,8 @@ class Command(BaseCommand):
                 options["queue"], options["processor"], items, priority=options["priority"],
                 concurrency=options["concurrency"], delay=options["delay"], expires_in=options["expires_in"],
                 dedup_key=options["dedup_key"], time_limit=options["time_limit"],
-                rate_limit=options.get("rate_limit"), callback_url=options.get("callback_url"), **extra)
+                rate_limit=options.get("rate_limit"), callback_url=options.get("callback_url"),
+                group=options.get("group"), **extra)
         if sub.duplicate:
             self.stdout.write("duplicate of an existing request")
         elif options["verbosity"] >= 1:

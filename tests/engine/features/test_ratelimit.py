@@ -30,7 +30,8 @@ def claim(qc, queue, want, worker="w:1:aa"):
     """One dispatch round trip: (wait hint in ms, tokens claimed)."""
     qk, cfg = qc.keys.queue(queue), qc.queue_config(queue)
     wait, *tokens = qc.scripts("cycle", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked, qk.wake,
-                                         qk.config, qk.lastserved, qk.rate, qk.ratelog, qk.needs],
+                                         qk.config, qk.lastserved, qk.rate, qk.ratelog, qk.needs,
+                                      qk.groups, qk.glimits, qk.gheld],
                                [worker, cfg.lease_ms, want, 0, 1])
     return int(wait), tokens
 

@@ -56,7 +56,7 @@ SAMPLES = {
                                            releases=["r1#1", "return", 0], trip=t),
     "discard": lambda s, t, n: s.request.discard("r1", ["1-0"], trip=t),
     "enqueue": lambda s, t, n: s.queue.enqueue("q", "r1", priority=50, concurrency=1, dedup_key="", delay_ms=0,
-                                               tokens=1, far=False, rate_spec="", trip=t),
+                                               tokens=1, far=False, rate_spec="", group="g", trip=t),
     "extend_item": lambda s, t, n: s.request.extend_item("r1", "1-0", "w1", 1000, trip=t),
     "extend_token": lambda s, t, n: s.queue.extend_token("q", "r1#1", "w1", 1000, trip=t),
     "history_add": lambda s, t, n: s.history.history_add("q:q", 29_000_000, "d=1", 60, 60, trip=t),

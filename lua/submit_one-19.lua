@@ -1,7 +1,7 @@
 --[[
   Submit a request of one item in one call: refuse a duplicate (creating
   nothing), else create it lean (create-2) in its queue's slot and register
-  it (enqueue-8), with its id as the wake marker. Its id carries the queue's
+  it (enqueue-9), with its id as the wake marker. Its id carries the queue's
   slot tag (core/engine/keys.py).
 
   Handoff: when a worker is idle on the queue (registered by rest-2 while it
@@ -9,9 +9,12 @@
   (KEYS[18], core/engine/routing.py) and nothing may go first (the queue is
   not paused and has no rate limit, the request has no delay or rate limit
   of its own, and no token of its priority or better waits), the token is
-  claimed for that worker and the item taken for it (as cycle-12 and take-5
+  claimed for that worker and the item taken for it (as cycle-15 and take-5
   do) here, and the wake list gets the take's answer instead of a marker:
   the worker that pops it runs the item with no round trip of its own.
+  A request of a group (its meta field `group`) is never handed off: its
+  token gets its group's place (_common.lua group_seqs) and a wake marker,
+  so that the claim step (cycle-15) applies the group's limits.
 
   Input:
     KEYS[1] meta     HASH of the request
@@ -32,24 +35,25 @@
     KEYS[16] config  HASH queue settings (paused, rate_spec)
     KEYS[17] idle    ZSET worker id -> when its rest began (ms), see rest-2
     KEYS[18] can     HASH worker id -> the processors it can run, each between newlines
+    KEYS[19] groups  HASH s:<group> -> the last sequence given to a group's tokens (as enqueue-9)
     ARGV[1] request id
     ARGV[2] priority (0-99)
     ARGV[3] concurrency limit (>= 1)
     ARGV[4] de-dup key ("" for none)
     ARGV[5] delay in ms (0 = now)
     ARGV[6] expires in ms from now (0 = never)
-    ARGV[7] "1" if the ready time is kept in a schedule shard (as enqueue-8)
+    ARGV[7] "1" if the ready time is kept in a schedule shard (as enqueue-9)
     ARGV[8] the request's own rate limit, "count|window_ms|margin_ms" ("" for none)
     ARGV[9] lease in ms (for a handoff, as take-5)
     ARGV[10] max attempts
     ARGV[11] retention in ms
     ARGV[12] pub/sub channel for events ("" for none)
     ARGV[13] n, the number of meta fields that follow
-    ARGV[14 .. 13+2n] meta fields and values
+    ARGV[14 .. 13+2n] meta fields and values (`group`: the request's group, if it has one)
     ARGV[14+2n] the item's payload (JSON text)
 
   Output:
-    enqueue-8's answer: {0, id} queued (or handed off), {1, id} scheduled,
+    enqueue-9's answer: {0, id} queued (or handed off), {1, id} scheduled,
     {2, other_id} a duplicate (nothing created)
     -5  a request with this id exists already
   A handoff on the wake list is the JSON array [worker id, request id,
@@ -70,12 +74,19 @@ local now = now_ms()
 local last = 13 + 2 * tonumber(ARGV[13])
 local delay, priority = tonumber(ARGV[5]), tonumber(ARGV[2])
 
--- the request's processor, among the meta fields
-local function processor()
+-- a meta field's value
+local function field(name)
   for i = 14, last - 1, 2 do
-    if ARGV[i] == 'processor' then return ARGV[i + 1] end
+    if ARGV[i] == name then return ARGV[i + 1] end
   end
   return ''
+end
+local group = field('group')
+if group == '' then group = nil end
+
+-- the request's processor, among the meta fields
+local function processor()
+  return field('processor')
 end
 
 -- of the workers at rest, the longest at rest (Redis serves it first among the
@@ -97,7 +108,7 @@ end
 
 -- the idle worker to hand the item to, if it may have it at once
 local function idle_worker()
-  if delay > 0 or ARGV[8] ~= '' then return nil end
+  if delay > 0 or ARGV[8] ~= '' or group then return nil end
   local worker, rested = capable_rest()
   if not worker then return nil end
   local cfg = redis.call('HMGET', KEYS[16], 'paused', 'rate_spec')
@@ -111,8 +122,8 @@ local worker, rested = idle_worker()
 local marker = rid -- the wake marker; none for a handoff, which is pushed below
 if worker then marker = false end
 create_lean(meta_fields(now, 1, 1, ARGV, 14, last, delay, tonumber(ARGV[6])), ARGV[last + 1], now)
-local answer = register({KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]}, rid,
-                        priority, tonumber(ARGV[3]), dkey, delay, 1, ARGV[7] == '1', ARGV[8], marker)
+local answer = register({KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[19]}, rid,
+                        priority, tonumber(ARGV[3]), dkey, delay, 1, ARGV[7] == '1', ARGV[8], marker, group)
 if worker and answer[1] == 0 then
   local token, lease = rid .. '#1', tonumber(ARGV[9])
   redis.call('ZREM', KEYS[6], token)

@@ -16,6 +16,17 @@
   is passed over (its tokens keep their place); the queue at its limit
   claims nothing more.
 
+  Groups (tenants): a request of a group (reqs value "...|group") counts
+  against its group's concurrency limit (the tokens of the group held, in
+  gheld) and rate limit (limiter g:<group>), the group's own in glimits or
+  else the queue's defaults (config group_concurrency, group_rate_spec). A
+  token of a group at a limit is passed over, keeping its place. A member
+  of gheld whose token is no longer held (released elsewhere: tick, a dead
+  worker's release) is dropped when its group is found at its limit, so the
+  count stays exact. A returned token of a group goes to its group's tail
+  (_common.lua group_seqs): fair turns between groups, round-robin between
+  a group's requests. Ungrouped requests read none of this.
+
   A worker that lacks some processors (core/engine/routing.py) names them:
   a request marked in needs with one of them is passed over the same way,
   left to workers that have it. Other workers pass "" and read nothing more.
@@ -34,6 +45,10 @@
     KEYS[11] ratelog    ZSET <limiter>|<n> -> when that start stops counting (ms)
     KEYS[12] needs      HASH request id -> "since_ms|processor": a worker lacked its
                         processor (core/engine/routing.py); read only with ARGV[6]
+    KEYS[13] groups     HASH s:<group> -> the last sequence given to a group's tokens
+    KEYS[14] glimits    HASH group -> "concurrency|rate spec" (empty parts: the queue's defaults)
+    KEYS[15] gheld      ZSET group .. "\31" .. token (score 0): the held tokens of each group
+                        with a concurrency limit (a finished request's are dropped lazily)
     ARGV[1] worker id
     ARGV[2] lease in ms
     ARGV[3] N, the most tokens to claim (0: only give back)
@@ -67,17 +82,37 @@ local function parse_rate(v)
   return {n = tonumber(n), ttl = tonumber(w) + tonumber(m)}
 end
 
--- rate limits in play: the queue's, or some request's (the hash is empty otherwise)
-local qrate = parse_rate(redis.call('HGET', KEYS[8], 'rate_spec'))
+-- rate limits in play: the queue's, or some request's or group's (the hash is empty otherwise)
+local cfg = redis.call('HMGET', KEYS[8], 'rate_spec', 'paused', 'group_concurrency', 'group_rate_spec')
+local qrate = parse_rate(cfg[1])
 local limited = qrate ~= nil or redis.call('EXISTS', KEYS[10]) == 1
+
+-- a group's limits, read once per call: {c = concurrency or nil, rate = parsed or nil, n = held count}
+local gcache, gown = {}, nil -- gown: whether some group has limits of its own (read once a call)
+local function glim(g)
+  local l = gcache[g]
+  if not l then
+    if gown == nil then gown = redis.call('EXISTS', KEYS[14]) == 1 end
+    local v = gown and redis.call('HGET', KEYS[14], g) or ''
+    local gc, gr = string.match(v, '^(%d*)|(.*)$')
+    gc = tonumber(gc) or tonumber(cfg[3])
+    if gc and gc <= 0 then gc = nil end
+    if gr == nil or gr == '' then gr = cfg[4] end
+    l = {c = gc, rate = parse_rate(gr)}
+    gcache[g] = l
+  end
+  return l
+end
+local function gfrom(g) return '[' .. g .. '\31' end
+local function gto(g) return '[' .. g .. '\31\255' end
 
 -- a batch mostly holds tokens of a few requests: read each request once
 local cache = {}
 local function req(rid)
   local r = cache[rid]
   if not r then
-    local p, c, _, s = parse_req(redis.call('HGET', KEYS[3], rid))
-    r = {p = p, c = c, s = s}
+    local p, c, _, s, g = parse_req(redis.call('HGET', KEYS[3], rid))
+    r = {p = p, c = c, s = s, g = g}
     if limited then r.lim = parse_rate(redis.call('HGET', KEYS[10], 'lim:' .. rid)) end
     cache[rid] = r
   end
@@ -94,7 +129,7 @@ local function lacked(r, rid)
   return r.need and string.find(lacks, '\n' .. r.need .. '\n', 1, true) ~= nil
 end
 
-local returned = {}
+local returned, gmemo = {}, {}
 for i = 7, #ARGV, 3 do
   local token, mode = ARGV[i], ARGV[i + 1]
   if redis.call('HGET', KEYS[4], token) == worker then
@@ -102,21 +137,30 @@ for i = 7, #ARGV, 3 do
     redis.call('ZREM', KEYS[5], token)
     local rid, k = parse_token(token)
     local r = req(rid)
+    if r.g then
+      redis.call('ZREM', KEYS[15], r.g .. '\31' .. token)
+      if gcache[r.g] and gcache[r.g].n then gcache[r.g].n = gcache[r.g].n - 1 end
+    end
     if r.p and k <= r.c and mode ~= 'drop' then
       if mode == 'park' then
         redis.call('ZADD', KEYS[6], ARGV[i + 2], token)
+      elseif r.g then -- to its group's tail
+        local x = group_seqs_memo(gmemo, KEYS[1], KEYS[2], KEYS[13], r.g, r.p)
+        redis.call('ZADD', KEYS[1], fmt((99 - r.p) * BAND + x), token)
+        woken = woken + 1
       else
         returned[#returned + 1] = {token, r.p}
       end
     end
   end
 end
+group_seqs_flush(gmemo, KEYS[2], KEYS[13])
 if #returned > 0 then -- back to the tail of their band, in the order given
   local seq = redis.call('INCRBY', KEYS[2], #returned) - #returned
   for j, t in ipairs(returned) do
     redis.call('ZADD', KEYS[1], fmt((99 - t[2]) * BAND + seq + j), t[1])
   end
-  woken = #returned
+  woken = woken + #returned
 end
 
 local claimed = {}
@@ -147,7 +191,23 @@ local function log_start(rate, field, limiter, now)
   redis.call('HINCRBY', KEYS[10], field, 1)
 end
 
-if want > 0 and redis.call('HGET', KEYS[8], 'paused') ~= '1' then
+-- the tokens of group g held now (its gheld members whose token is still
+-- held; others, released by another path, are dropped), counted once a call
+local function gheld(g, l)
+  if not l.n then l.n = redis.call('ZLEXCOUNT', KEYS[15], gfrom(g), gto(g)) end
+  if l.n >= l.c and not l.swept then
+    l.swept = true
+    for _, member in ipairs(redis.call('ZRANGEBYLEX', KEYS[15], gfrom(g), gto(g))) do
+      if redis.call('HEXISTS', KEYS[4], string.sub(member, #g + 2)) == 0 then
+        redis.call('ZREM', KEYS[15], member)
+        l.n = l.n - 1
+      end
+    end
+  end
+  return l.n
+end
+
+if want > 0 and cfg[2] ~= '1' then
   local now = now_ms()
   if limited then
     trim_log(now)
@@ -164,9 +224,15 @@ if want > 0 and redis.call('HGET', KEYS[8], 'paused') ~= '1' then
     local token = top[1]
     local rid, k = parse_token(token)
     local r = req(rid)
+    local l = r.g and glim(r.g)
     if r.lim and room(r.lim, 'n:' .. rid) <= 0 then
       skipped = skipped + 1 -- this request is at its rate limit: its token keeps its place
       held_back = true
+    elseif l and l.rate and room(l.rate, 'n:g:' .. r.g) <= 0 then
+      skipped = skipped + 1 -- its group is at its rate limit: the token keeps its place
+      held_back = true
+    elseif l and l.c and gheld(r.g, l) >= l.c then
+      skipped = skipped + 1 -- its group is at its concurrency limit: the token keeps its place
     elseif lacks ~= '' and lacked(r, rid) then
       skipped = skipped + 1 -- left for a worker that has its processor, in its place
       passed = passed + 1
@@ -179,6 +245,11 @@ if want > 0 and redis.call('HGET', KEYS[8], 'paused') ~= '1' then
         if aging then redis.call('HSET', KEYS[9], rid, now) end
         if qrate then log_start(qrate, 'n:', '', now) end
         if r.lim then log_start(r.lim, 'n:' .. rid, rid, now) end
+        if l and l.c then -- counted only under a concurrency limit (stale members: see gheld)
+          redis.call('ZADD', KEYS[15], 0, r.g .. '\31' .. token)
+          if l.n then l.n = l.n + 1 end
+        end
+        if l and l.rate then log_start(l.rate, 'n:g:' .. r.g, 'g:' .. r.g, now) end
         claimed[#claimed + 1] = token
       end
     end
