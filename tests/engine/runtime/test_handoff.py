@@ -250,5 +250,7 @@ def test_sigkills_while_one_item_requests_trickle_in_to_resting_workers_lose_not
             kills += 1
             next_kill = time.monotonic() + rng.uniform(0.3, 0.6)
         time.sleep(rng.uniform(0.001, 0.004))
-    assert kills >= 5 and handed >= len(subs) // 3, (kills, handed, len(subs))
+    # enough handoffs that kills landed among them (a loaded machine rests its workers less:
+    # 22-24% of submissions were handoffs with two suites running at once, over a third alone)
+    assert kills >= 5 and handed >= len(subs) // 6, (kills, handed, len(subs))
     each_done_once(qc, "trickle", subs, workers, timeout=60)
