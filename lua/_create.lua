@@ -3,13 +3,28 @@
   fields, and the hashes of a lean request (one item: see _request.lua) at
   R[1] (meta) and R[2] (items).
 ]]
--- The meta fields: counters, then A[first..last] (field, value, ...), then the times.
-local function meta_fields(now, finalized, total, A, first, last, delay, exp)
-  local args = {'created_at', now, 'finalized', finalized, 'done', 0, 'failed', 0, 'expired', 0, 'total', total}
+-- A[first..last] (field, value, ...) appended to args, then the times.
+local function with_fields(args, now, A, first, last, delay, exp)
   for i = first, last do args[#args + 1] = A[i] end
   if delay > 0 then args[#args + 1] = 'not_before'; args[#args + 1] = now + delay end
   if exp > 0 then args[#args + 1] = 'expires_at'; args[#args + 1] = now + exp end
   return args
+end
+
+-- The meta fields: counters, then A[first..last] (field, value, ...), then the times.
+local function meta_fields(now, finalized, total, A, first, last, delay, exp)
+  local args = {'created_at', now, 'finalized', finalized, 'done', 0, 'failed', 0, 'expired', 0, 'total', total}
+  return with_fields(args, now, A, first, last, delay, exp)
+end
+
+-- A one-item request of submit_one, packed until taken (unpack_lean,
+-- _request.lua): its creation time, the meta fields A[first..last], the
+-- times, and the payload, in the meta hash alone.
+local function create_packed(now, A, first, last, delay, exp, payload)
+  local args = with_fields({'created_at', now}, now, A, first, last, delay, exp)
+  args[#args + 1] = 'lean'; args[#args + 1] = 1
+  args[#args + 1] = 'p'; args[#args + 1] = payload
+  redis.call('HSET', R[1], unpack(args))
 end
 
 local function create_lean(args, payload, now)

@@ -104,6 +104,26 @@ end
   last delivery, ms), c ("1" once it has an outcome). Its leases, results and dead letters are the same
   structures as a stream item's, under its entry id.
 ]]
+--[[
+  A one-item request made by submit_one waits packed (docs/keys.md): its meta
+  hash alone holds it, with the payload in field p, and leaves out what every
+  such request has at first (id, total 1, finalized 1, zero counters, an empty
+  de-dup key); its items hash does not exist yet. The first script that takes
+  or cancels it calls unpack_lean, which makes both as a lean request has
+  them; readers in Python expand it the same way (core/engine/store/packed.py).
+  `payload` is the meta's p when the caller has read it already.
+]]
+local function unpack_lean(meta, items, payload)
+  local f = redis.call('HMGET', meta, 'p', 'created_at')
+  payload = payload or f[1]
+  if not payload then return end
+  redis.call('HSET', items, 'i', 0, 'p', payload, 'e', f[2] .. '-0', 'd', 0)
+  redis.call('HDEL', meta, 'p')
+  redis.call('HSETNX', meta, 'dedup_key', '')
+  redis.call('HSET', meta, 'id', string.match(meta, ':([^:]+):meta$'), 'finalized', 1, 'done', 0, 'failed', 0,
+             'expired', 0, 'total', 1)
+end
+
 local function is_lean(items)
   return redis.call('TYPE', items)['ok'] == 'hash'
 end

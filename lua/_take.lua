@@ -8,9 +8,10 @@ local function take_request(worker, lease, max_attempts, retention, channel, wan
   local meta = R[1]
   -- every meta field a take reads, in one call
   local info = redis.call('HMGET', meta, 'processor', 'dedup_key', 'time_limit', 'priority', 'lean', 'concurrency',
-                          'rate_limit', 'state', 'expires_at', 'started_at')
+                          'rate_limit', 'state', 'expires_at', 'started_at', 'p')
   local state = info[8]
   if not state then return -1 end -- NOT_FOUND
+  if info[11] then unpack_lean(meta, R[2], info[11]) end -- a packed one-item request's first take
   local processor, dedup, limit = info[1] or '', info[2] or '', info[3] or ''
   local priority, lean = tonumber(info[4]) or 0, info[5] == '1' and 1 or 0
   local expires_at = tonumber(info[9])

@@ -18,6 +18,7 @@ local state = redis.call('HGET', KEYS[1], 'state')
 if not state then return -1 end -- NOT_FOUND
 if TERMINAL[state] then return -2 end -- FINISHED
 local now = now_ms()
+unpack_lean(KEYS[1], KEYS[2]) -- a one-item request that never ran ends as one that did (its item is readable)
 redis.call('HSET', KEYS[1], 'state', 'cancelled', 'finished_at', now)
 expire_all(tonumber(ARGV[1]))
 publish(KEYS[1], ARGV[2], now, 'finished')

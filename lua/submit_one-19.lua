@@ -1,7 +1,8 @@
 --[[
   Submit a request of one item in one call: refuse a duplicate (creating
-  nothing), else create it lean (create-2) in its queue's slot and register
-  it (enqueue-9), with its id as the wake marker. Its id carries the queue's
+  nothing), else create it packed (its meta hash alone, with the payload:
+  unpack_lean in _request.lua) in its queue's slot and register it
+  (enqueue-9), with its id as the wake marker. Its id carries the queue's
   slot tag (core/engine/keys.py).
 
   Handoff: when a worker is idle on the queue (registered by rest-2 while it
@@ -49,7 +50,8 @@
     ARGV[11] retention in ms
     ARGV[12] pub/sub channel for events ("" for none)
     ARGV[13] n, the number of meta fields that follow
-    ARGV[14 .. 13+2n] meta fields and values (`group`: the request's group, if it has one)
+    ARGV[14 .. 13+2n] meta fields and values (`group`: the request's group, if it has one; no `id`,
+                      and `dedup_key` only when there is one: unpack_lean adds them)
     ARGV[14+2n] the item's payload (JSON text)
 
   Output:
@@ -121,7 +123,7 @@ end
 local worker, rested = idle_worker()
 local marker = rid -- the wake marker; none for a handoff, which is pushed below
 if worker then marker = false end
-create_lean(meta_fields(now, 1, 1, ARGV, 14, last, delay, tonumber(ARGV[6])), ARGV[last + 1], now)
+create_packed(now, ARGV, 14, last, delay, tonumber(ARGV[6]), ARGV[last + 1])
 local answer = register({KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[19]}, rid,
                         priority, tonumber(ARGV[3]), dkey, delay, 1, ARGV[7] == '1', ARGV[8], marker, group)
 if worker and answer[1] == 0 then

@@ -11,6 +11,7 @@ import redis as redis_lib
 
 from queueadmin.core import clients
 from queueadmin.core.engine.features.encryption import open_record, payload_value
+from queueadmin.core.engine.store.packed import unpacked_values
 from queueadmin.core.models import Queue
 
 META_FIELDS = ("total", "done", "failed", "expired", "priority", "state", "discarded", "processor")
@@ -123,11 +124,14 @@ def live_meta(queue: str, fields: list[str], limit: int | None = None) -> list[t
         pipe = r.pipeline(transaction=False)
         for rid in rids:
             pipe.hmget(k.request(rid).meta, *fields)
-        return list(zip(rids, pipe.execute()))
+        return [(rid, unpacked_values(fields, values)) for rid, values in zip(rids, pipe.execute())]
     n, width, out = len(fields), len(gets), []
     for i in range(0, len(flat), width):
         rid = flat[i]
-        out.append((rid, flat[i + 1 + n:i + width] if k.in_queue_slot(rid or "") else flat[i + 1:i + 1 + n]))
+        if k.in_queue_slot(rid or ""):  # maybe packed, waiting for its first take (engine/store/packed.py)
+            out.append((rid, unpacked_values(fields, flat[i + 1 + n:i + width])))
+        else:
+            out.append((rid, flat[i + 1:i + 1 + n]))
     return out
 
 

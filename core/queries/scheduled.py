@@ -7,8 +7,11 @@ from queueadmin.core import periodic as periodic_web
 from queueadmin.core.engine.features import schedule
 from queueadmin.core.engine.client.queue_client import TERMINAL
 from queueadmin.core.engine.client.dedup import split_key
+from queueadmin.core.engine.store.packed import unpacked_values
 
 from .base import _int, keys, queue_names, rdb
+
+SCHEDULED_FIELDS = ("processor", "priority", "concurrency", "total", "created_at", "expires_at", "dedup_key", "state")
 
 
 def scheduled(queue: str | None = None) -> list[dict]:
@@ -20,9 +23,9 @@ def scheduled(queue: str | None = None) -> list[dict]:
             continue
         pipe = r.pipeline(transaction=False)
         for rid, _ in due:
-            pipe.hmget(k.request(rid).meta, "processor", "priority", "concurrency", "total", "created_at",
-                       "expires_at", "dedup_key", "state")
-        for (rid, at), (proc, prio, conc, total, created, expires, dkey, state) in zip(due, pipe.execute()):
+            pipe.hmget(k.request(rid).meta, *SCHEDULED_FIELDS)
+        values = [unpacked_values(SCHEDULED_FIELDS, v) for v in pipe.execute()]  # packed: engine/store/packed.py
+        for (rid, at), (proc, prio, conc, total, created, expires, dkey, state) in zip(due, values):
             if state in TERMINAL:
                 continue  # cancelled while far off: its shard entry goes when its time is near
             rows.append({"request": rid, "queue": name, "start_at": at / 1000, "processor": proc or "",

@@ -13,6 +13,7 @@ from queueadmin.core.engine.features import latency
 from queueadmin.core.engine.features.encryption import open_record, payload_value
 from queueadmin.core.engine.states import TERMINAL  # noqa: F401 (read from here by the Django side too)
 from queueadmin.core.engine.store import Store
+from queueadmin.core.engine.store.packed import item_of, unpacked_meta
 
 _COUNTERS = ("total", "done", "failed", "expired", "priority", "concurrency")
 _TIMES = ("created_at", "started_at", "finished_at", "not_before", "expires_at")
@@ -28,7 +29,7 @@ class Reads:
         meta = self.redis.hgetall(self.keys.request(rid).meta)
         if not meta:
             raise QueueError(f"unknown request {rid!r} (never submitted, or cleaned up after its retention)")
-        return meta
+        return unpacked_meta(rid, meta)
 
     def status(self, rid: str) -> dict | None:
         """The request's state and counts, or None if Redis no longer has it."""
@@ -38,7 +39,7 @@ class Reads:
         pipe.zcard(rk.leases)
         pipe.zcard(rk.dead)
         meta, leased, dead = pipe.execute()
-        return parse_status(meta, leased, dead) if meta else None
+        return parse_status(unpacked_meta(rid, meta), leased, dead) if meta else None
 
     def statuses(self, rids: list[str]) -> list[dict | None]:
         pipe = self.redis.pipeline(transaction=False)
@@ -48,7 +49,8 @@ class Reads:
             pipe.zcard(rk.leases)
             pipe.zcard(rk.dead)
         out = pipe.execute()
-        return [parse_status(*out[i:i + 3]) if out[i] else None for i in range(0, len(out), 3)]
+        return [parse_status(unpacked_meta(rid, out[i]), *out[i + 1:i + 3]) if out[i] else None
+                for rid, i in zip(rids, range(0, len(out), 3))]
 
     def finished_statuses(self, rids: list[str]) -> list[dict]:
         """Statuses of finished requests, for history: their meta hashes in one
@@ -57,7 +59,7 @@ class Reads:
         pipe = self.redis.pipeline(transaction=False)
         for rid in rids:
             pipe.hgetall(self.keys.request(rid).meta)
-        metas = [m for m in pipe.execute() if m]
+        metas = [unpacked_meta(rid, m) for rid, m in zip(rids, pipe.execute()) if m]
         hooked = [m for m in metas if m.get("callback_url")]
         full = dict(zip((m["id"] for m in hooked), self.statuses([m["id"] for m in hooked]))) if hooked else {}
         return [full.get(m["id"]) or parse_status(m, 0, 0) for m in metas]
@@ -121,10 +123,15 @@ class Reads:
     def lean_item(self, rid: str) -> dict | None:
         """The fields of a lean request's item (e: entry id, i, p, h: holder,
         d: deliveries), {} if its key is gone; None for a stream request."""
-        items = self.keys.request(rid).items
-        kind = self.redis.type(items)
+        rk = self.keys.request(rid)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.type(rk.items)
+        pipe.hmget(rk.meta, "p", "created_at")
+        kind, (payload, created) = pipe.execute()
         if kind == "hash":
-            return self.redis.hgetall(items)
+            return self.redis.hgetall(rk.items)
+        if kind == "none" and payload is not None:  # packed: waiting for its first take (store/packed.py)
+            return item_of(payload, created)
         return {} if kind == "none" else None
 
     def item(self, rid: str, entry: str) -> dict | None:

@@ -8,6 +8,7 @@ first checks nothing was added meanwhile (lua/reseal_stream-2.lua).
 """
 from __future__ import annotations
 
+from queueadmin.core.engine.store import packed
 from queueadmin.core.engine.features.encryption import (PAYLOAD, EncryptionError, Keyring, reseal_lines,
                                                         reseal_record)
 
@@ -100,17 +101,20 @@ def _rewrap_batch(store, ring: Keyring, metas: list[str], done: Rewrap, dry_run:
                     _apply(store, writes, done, dry_run)
                     writes = []
         if kind == "hash":
-            lean.append(rid)
+            lean.append((rid, "items"))
         elif kind == "stream":
             streams.append(rid)
+        elif kind == "none":  # maybe packed: its payload in the meta (store/packed.py)
+            lean.append((rid, "meta"))
     if lean:  # one-item requests: the payload is a hash field, re-sealed like a record
         pipe = r.pipeline(transaction=False)
-        for rid in lean:
-            pipe.hget(keys.request(rid).items, "p")
-        for rid, old in zip(lean, pipe.execute()):
+        for rid, where in lean:
+            pipe.hget(getattr(keys.request(rid), where), packed.PAYLOAD)
+        for (rid, where), old in zip(lean, pipe.execute()):
             if old and ring.is_stale(old):
                 try:
-                    writes.append((rid, "items", "p", old, ring.seal(ring.unseal(old, PAYLOAD), PAYLOAD), "payloads"))
+                    writes.append((rid, where, packed.PAYLOAD, old, ring.seal(ring.unseal(old, PAYLOAD), PAYLOAD),
+                                   "payloads"))
                 except EncryptionError:
                     done.unreadable += 1
     for rid in streams:

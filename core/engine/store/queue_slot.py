@@ -158,7 +158,8 @@ class QueueScripts:
                                             qk.rate, qk.held, qk.leases, qk.config, qk.idle, qk.can, qk.groups]
         return self.scripts.run(trip, "submit_one", [*self.keys.request(rid).all(), *keys],
                                 [rid, priority, concurrency, dedup_key, delay_ms, expires_ms, 0, rate_spec, lease_ms,
-                                 max_attempts, retention_ms, channel, *meta_fields(meta), payload], _submitted)
+                                 max_attempts, retention_ms, channel, *meta_fields(meta, packed=True), payload],
+                                _submitted)
 
     def adjust(self, queue: str, rid: str, *, priority: int | None = None, concurrency: int | None = None,
                trip: Trip | None = None):

@@ -104,11 +104,15 @@ def holders(raw) -> list[dict]:
     return [{"name": raw[i], "pending": int(raw[i + 1])} for i in range(0, len(raw or []), 2)]
 
 
-def meta_fields(meta: dict) -> list:
-    """A mapping as the count-prefixed field/value list create-2 and submit_one-19 take."""
-    flat = [len(meta)]
+def meta_fields(meta: dict, packed: bool = False) -> list:
+    """A mapping as the count-prefixed field/value list create-2 and
+    submit_one-19 take; `packed` (submit_one) leaves out what the script adds
+    when it unpacks the request (store/packed.py): the id, an empty de-dup key."""
+    flat = [0]
     for k, v in meta.items():
-        flat += [k, v]
+        if not (packed and (k == "id" or (k == "dedup_key" and not v))):
+            flat += [k, v]
+    flat[0] = (len(flat) - 1) // 2
     return flat
 
 
@@ -204,7 +208,7 @@ class RequestScripts:
         return self.scripts.run(trip, "holders", [self.keys.request(rid).items], [], holders)
 
     def reseal_field(self, rid: str, where: str, field: str, old: str, new: str, trip: Trip | None = None):
-        """reseal_field-1: a field of the request's `results` or `items` hash
+        """reseal_field-1: a field of the request's `results`, `items` or `meta` hash
         set to `new` if it still holds `old` -> True if replaced."""
         key = getattr(self.keys.request(rid), where)
         return self.scripts.run(trip, "reseal_field", [key], [field, old, new], _flag)

@@ -53,9 +53,20 @@ def register_dead(eng, wid):
 def test_a_one_item_request_is_lean_and_small(eng):
     sub = eng.submit("default", "echo", ["x" * 12], dedup=False)
     rk = eng.keys.request(sub.id)
-    assert eng.redis.type(rk.items) == "hash"  # no stream, no consumer group
-    used = sum(eng.redis.memory_usage(k) or 0 for k in rk.all())
-    assert used < 700, used  # a stream with its group alone takes about 1,400 here
+    # waiting, it is packed: its meta hash alone, with the payload (engine/store/packed.py)
+    assert [eng.redis.exists(k) for k in rk.all()] == [1, 0, 0, 0, 0]
+    used = eng.redis.memory_usage(rk.meta)
+    assert used < 260, used  # meta and item hashes took 448 (a stream with its group alone about 1,400)
+    st = eng.status(sub.id)
+    assert (st["id"], st["state"], st["total"], st["done"], st["finalized"], st["dedup_key"]) == (
+        sub.id, "queued", 1, 0, True, "")
+    (item,) = eng.items(sub.id)
+    assert (item["index"], item["payload"], item["status"]) == (0, "x" * 12, "pending")
+    rid, entry = ghost_take(eng, "default")
+    assert rid == sub.id and entry == item["entry"]
+    assert eng.redis.type(rk.items) == "hash"  # taken: unpacked into the lean layout, no stream
+    assert eng.status(sub.id)["state"] == "running"
+    assert "p" not in eng.redis.hgetall(rk.meta)
     big = eng.submit("default", "echo", ["a", "b"], dedup=False)
     assert eng.redis.type(eng.keys.request(big.id).items) == "stream"  # more than one item: the general path
 
