@@ -253,6 +253,29 @@ def test_a_paused_queue_runs_nothing_until_resumed(qc):
     assert qc.status(sub.id)["state"] == "completed"
 
 
+def test_a_one_item_request_cancelled_before_its_first_take_reads_as_any_other(qc, r):
+    """Waiting, it is packed (engine/store/packed.py); cancelled, it is unpacked:
+    the event names it, its item and counters read back, and nothing runs it."""
+    pubsub = r.pubsub()
+    pubsub.subscribe(qc.keys.events_all)
+    wait_for(lambda: pubsub.get_message(timeout=0.1))  # the subscribe confirmation
+    sub = qc.submit("default", "echo", [{"n": 7}], dedup_key="once")
+    qc.cancel(sub.id)
+    burst(qc)
+    finished = []
+    while (m := pubsub.get_message(timeout=0.2)) is not None:
+        if m["type"] == "message":
+            finished += [e for e in [json.loads(m["data"])] if e["type"] == "finished"]
+    pubsub.close()
+    assert finished == [{**finished[0], "id": sub.id, "state": "cancelled", "total": 1, "done": 0}]
+    st = qc.status(sub.id)
+    assert (st["id"], st["state"], st["total"], st["done"], st["dedup_key"]) == (sub.id, "cancelled", 1, 0, "once")
+    (item,) = qc.items(sub.id)
+    assert (item["payload"], item["status"]) == ({"n": 7}, "pending")
+    assert [rec["status"] for rec in qc.results(sub.id)] == ["cancelled"]
+    assert qc.submit("default", "echo", [{"n": 7}], dedup_key="once").id != sub.id  # its key is free again
+
+
 def test_cancel_stops_items_not_yet_started(qc):
     sub = qc.submit("default", "echo", list(range(10)))
     qc.cancel(sub.id)
