@@ -126,12 +126,15 @@ def live_meta(queue: str, fields: list[str], limit: int | None = None) -> list[t
             pipe.hmget(k.request(rid).meta, *fields)
         return [(rid, unpacked_values(fields, values)) for rid, values in zip(rids, pipe.execute())]
     n, width, out = len(fields), len(gets), []
+    total = fields.index("total") + 1 + n if "total" in fields else None  # where a packed request shows
     for i in range(0, len(flat), width):
         rid = flat[i]
-        if k.in_queue_slot(rid or ""):  # maybe packed, waiting for its first take (engine/store/packed.py)
-            out.append((rid, unpacked_values(fields, flat[i + 1 + n:i + width])))
-        else:
+        if not k.in_queue_slot(rid or ""):
             out.append((rid, flat[i + 1:i + 1 + n]))
+        elif total is not None and flat[i + total] is None:  # maybe packed: waiting for its first take
+            out.append((rid, unpacked_values(fields, flat[i + 1 + n:i + width])))  # (engine/store/packed.py)
+        else:
+            out.append((rid, flat[i + 1 + n:i + width]))
     return out
 
 
