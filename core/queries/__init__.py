@@ -5,7 +5,10 @@ Reads are pipelined (one round trip per page section, never one per row),
 and the per-request counters of a whole queue are fetched with a single
 `SORT <index> BY nosort GET ...` (the request ids of a queue sit in its
 `index` zset; their counters in each request's meta hash). That keeps the
-overview fast with tens of thousands of live requests. SORT cannot GET keys
+overview fast with tens of thousands of live requests; the pages that
+refresh by themselves read at most the oldest SAMPLE of them (and those
+holding tokens: base.started_meta), so a million waiting requests cost
+them no more. SORT cannot GET keys
 of other slots on Redis Cluster, so on an error it falls back to a pipeline
 of HMGETs (slower, same answer). Long lists (dead letters, items in flight)
 are paged inside Redis: a page reads its rows, never the whole list.

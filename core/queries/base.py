@@ -16,6 +16,10 @@ from queueadmin.core.models import Queue
 
 META_FIELDS = ("total", "done", "failed", "expired", "priority", "state", "discarded", "processor")
 STUCK_GRACE_MS = 250  # a lease this far past its deadline with nobody on it is stuck
+# live requests of a queue read per render by the pages that refresh by themselves (the overview,
+# in flight, dead letters): past this, the oldest SAMPLE (and those holding tokens: started_meta)
+SAMPLE = 5_000
+NEXT_IN_LINE = 500  # and the requests of the first waiting tokens (token_requests)
 
 
 def now_ms() -> int:
@@ -140,8 +144,55 @@ def live_meta(queue: str, fields: list[str], limit: int | None = None) -> list[t
 
 def _bulk_meta(queue: str) -> list[tuple[str, dict]]:
     """(id, counters) of every live request of a queue, in one command."""
-    return [(rid, dict(zip(META_FIELDS, values))) for rid, values in live_meta(queue, META_FIELDS)
+    return _as_dicts(live_meta(queue, META_FIELDS))
+
+
+def _as_dicts(rows) -> list[tuple[str, dict]]:
+    return [(rid, dict(zip(META_FIELDS, values))) for rid, values in rows
             if rid is not None and values[0] is not None]  # else its meta is gone (cleaned up meanwhile)
+
+
+def started_meta(queue: str) -> tuple[list[tuple[str, dict]], bool]:
+    """(id, counters) of the live requests of a queue that may have items in
+    flight or dead letters, read in bounded time, and whether they are a
+    sample: every request holding or parking a token now (a worker on it,
+    or a retry due), those next in line, and the oldest SAMPLE live
+    requests. Past SAMPLE, a started request whose tokens all wait behind
+    others is left out: a full read of a queue of a million waiting
+    requests kept Redis busy for seconds, and these pages refresh by
+    themselves."""
+    rows = live_meta(queue, META_FIELDS, limit=SAMPLE)
+    seen = {rid for rid, _ in rows}
+    extra = sorted(token_requests(queue) - seen)
+    if extra:
+        pipe = rdb().pipeline(transaction=False)
+        for rid in extra:
+            pipe.hmget(keys().request(rid).meta, *META_FIELDS)
+        rows += [(rid, unpacked_values(META_FIELDS, values)) for rid, values in zip(extra, pipe.execute())]
+    return _as_dicts(rows), len(seen) >= SAMPLE
+
+
+def sampled_queues(queue: str | None = None) -> bool:
+    """Whether started_meta samples the live requests of `queue` (or of some queue)."""
+    names = [queue] if queue else queue_names()
+    pipe = rdb().pipeline(transaction=False)
+    for name in names:
+        pipe.zcard(keys().queue(name).index)
+    return any(n >= SAMPLE for n in pipe.execute())
+
+
+def token_requests(queue: str) -> set[str]:
+    """The requests of a queue with a token held by a worker, parked (at
+    most SAMPLE: waiting for a retry or more items) or next in line (the
+    first NEXT_IN_LINE waiting tokens: a started request whose token went
+    back, ahead of the backlog)."""
+    qk = keys().queue(queue)
+    pipe = rdb().pipeline(transaction=False)
+    pipe.hkeys(qk.held)
+    pipe.zrange(qk.parked, 0, SAMPLE - 1)
+    pipe.zrange(qk.tokens, 0, NEXT_IN_LINE - 1)
+    held, parked, head = pipe.execute()
+    return {t.rpartition("#")[0] for t in (*held, *parked, *head)}
 
 
 def _float_or(v, default: float) -> float:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from queueadmin.core.engine.client.deadscan import DeadFilter, DeadScan
 from queueadmin.core.models import RequestRecord
 
-from .base import Page, _int, _loads, _payload, client, keys, live_meta, queue_names, rdb
+from .base import Page, _int, _loads, _payload, client, keys, live_meta, queue_names, rdb, sampled_queues, started_meta
 
 LEGACY_SCORE = 10**11  # scores above this are times in ms (before dead letters were scored by index)
 HISTORY_CANDIDATES = 2000
@@ -26,21 +26,27 @@ SEARCH_BUDGET = 5000  # dead letters a search page looks at, at most ("N+ match"
 COUNT_BUDGET = 20000  # dead letters looked at to state N in a bulk action's confirmation
 
 
-def _live_failed(queue: str) -> list[str]:
-    """Live requests of a queue with failed items not all discarded: one SORT."""
+def _live_failed(queue: str, bounded: bool) -> list[str]:
+    """Live requests of a queue with failed items not all discarded: one
+    SORT of them all, or when `bounded` of those started_meta reads (the
+    pages and /metrics, which refresh by themselves)."""
+    if bounded:
+        return [rid for rid, m in started_meta(queue)[0] if _int(m["failed"]) - _int(m["discarded"]) > 0]
     return [rid for rid, (failed, discarded) in live_meta(queue, ["failed", "discarded"])
             if rid and _int(failed) - _int(discarded) > 0]
 
 
-def candidates(queue: str | None = None, request: str | None = None, names: list[str] | None = None) -> dict[str, str]:
+def candidates(queue: str | None = None, request: str | None = None, names: list[str] | None = None,
+               bounded: bool = False) -> dict[str, str]:
     """Requests that may have dead letters: id -> queue (of `names`, default
-    every queue, configured only in the database too)."""
+    every queue, configured only in the database too); `bounded`: of a
+    queue's live requests, only those started_meta reads."""
     if request:
         name = rdb().hget(keys().request(request).meta, "queue")
         return {request: name} if name else {}
     found: dict[str, str] = {}
     for name in ([queue] if queue else names if names is not None else queue_names()):
-        for rid in _live_failed(name):
+        for rid in _live_failed(name, bounded):
             found[rid] = name
     qs = RequestRecord.objects.filter(failed__gt=0)
     if queue:
@@ -62,7 +68,7 @@ def _counted(found: dict[str, str]) -> list[tuple[str, int]]:
 def counts_by_queue() -> dict[str, int]:
     """Dead letters per queue, counted as the page counts them (live requests
     and finished ones still in Redis): what /metrics and `queue_status` say."""
-    found = candidates(names=client().queues())  # the queues Redis knows: counting writes nothing
+    found = candidates(names=client().queues(), bounded=True)  # the queues Redis knows: counting writes nothing
     out = {name: 0 for name in set(found.values())}
     for rid, n in _counted(found) if found else []:
         out[found[rid]] += n
@@ -85,13 +91,13 @@ def _window(counts: list[tuple[str, int]], start: int, stop: int) -> list[tuple[
 
 def dead_page(queue: str | None = None, request: str | None = None, page=1, size: int = 50,
               processor: str = "") -> dict:
-    """One page of dead letters: {"rows", "pg", "count"}."""
-    found = candidates(queue, request)
+    """One page of dead letters: {"rows", "pg", "count", "sampled"}."""
+    found = candidates(queue, request, bounded=True)
     counts = _scan().narrow(list(found), DeadFilter(processor=processor)) if found else []
     pg = Page.of(page, sum(n for _, n in counts), size)
     window = _window(counts, pg.start, pg.stop) if pg.total else []
     rows = _rows(window, found)
-    return {"rows": rows, "pg": pg, "count": pg.total}
+    return {"rows": rows, "pg": pg, "count": pg.total, "sampled": not request and sampled_queues(queue)}
 
 
 def _rows(window: list[tuple[str, int, int]], found: dict[str, str]) -> list[dict]:

@@ -22,24 +22,27 @@ import redis as redis_lib
 from queueadmin.core.engine.client.queue_client import TERMINAL
 from queueadmin.core.engine.errors import QueueError
 
-from .base import (STUCK_GRACE_MS, Page, _bulk_meta, _float_or, _int, _loads, _payload, client, keys, now_ms,
-                   queue_names, rdb)
+from .base import (STUCK_GRACE_MS, Page, _float_or, _int, _loads, _payload, client, keys, now_ms, queue_names, rdb,
+                   started_meta)
+from . import base
 from .workers import runs, workers
 
 DEFAULT_TIME_LIMIT = 3600.0  # the queue setting's default, for queues that predate it
 DEAD_SCAN = 1000  # entries near their deadline looked at per request held by a dead worker
 
 
-def _candidates(queue: str | None) -> list[tuple[str, str, dict]]:
-    """(queue, request id, meta) of live requests that may have items in flight, newest first."""
-    k = keys()
-    out = []
+def _candidates(queue: str | None) -> tuple[list[tuple[str, str, dict]], bool]:
+    """(queue, request id, meta) of live requests that may have items in
+    flight, newest first, and whether a queue's were sampled (started_meta)."""
+    out, sampled = [], False
     for name in ([queue] if queue else queue_names()):
-        for rid, m in _bulk_meta(name):
+        metas, part = started_meta(name)
+        sampled = sampled or part
+        for rid, m in metas:
             if m["state"] == "running" or (m["state"] not in TERMINAL and _int(m["done"]) + _int(m["failed"])):
                 out.append((name, rid, m))
     out.sort(key=lambda c: c[1], reverse=True)
-    return out
+    return out, sampled
 
 
 def _dead_held(cands, summaries, live: dict, now: int) -> dict[str, list[str]]:
@@ -87,9 +90,9 @@ def _lease_seconds(names: list[str]) -> list:
 
 
 def inflight_page(queue: str | None = None, stuck_only: bool = False, page=1, size: int = 100) -> dict:
-    """One page of items in flight: {"rows", "pg", "count", "stuck_count"}."""
+    """One page of items in flight: {"rows", "pg", "count", "stuck_count", "sampled", "sample"}."""
     r, k = rdb(), keys()
-    cands = _candidates(queue)
+    cands, sampled = _candidates(queue)
     now = now_ms()
     cutoff = now - STUCK_GRACE_MS
     pipe = r.pipeline(transaction=False)
@@ -115,7 +118,8 @@ def inflight_page(queue: str | None = None, stuck_only: bool = False, page=1, si
     pg = Page.of(page, sum(n for *_, n in parts), size)
     picked = _pick(parts, pg, cutoff, dead_held)
     rows = _rows(picked, {c[1]: c for c in cands}, live, now)
-    return {"rows": rows, "pg": pg, "count": count, "stuck_count": stuck_count}
+    return {"rows": rows, "pg": pg, "count": count, "stuck_count": stuck_count, "sampled": sampled,
+            "sample": base.SAMPLE}
 
 
 def _pick(parts, pg: Page, cutoff: int, dead_held: dict) -> list[tuple[str, str, float]]:

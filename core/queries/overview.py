@@ -8,7 +8,7 @@ from queueadmin.core.engine.features import latency, ratelimit
 from queueadmin.core.engine.client.queue_client import TERMINAL
 from queueadmin.core.models import RequestRecord
 
-from .base import _int, keys, live_meta, queue_names, rdb
+from .base import SAMPLE as LIVE_SAMPLE, _int, keys, live_meta, queue_names, rdb
 from .unrunnable import by_queue as unrunnable_by_queue
 from .workers import workers
 
@@ -16,7 +16,7 @@ THROUGHPUT_MINUTES = 15
 # live requests of a queue read per render: past this, the oldest SAMPLE are counted and the rest
 # estimated from them (the page refreshes by itself, and one SORT of a million requests kept Redis
 # busy for 5 s: bench/backlog.py)
-SAMPLE = 5_000
+SAMPLE = LIVE_SAMPLE
 
 
 OVERVIEW_FIELDS = ("total", "done", "failed", "priority", "state", "discarded")

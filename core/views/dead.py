@@ -35,8 +35,11 @@ def dead_context(params) -> dict:
     found = queries.dead_page(flt.queue or None, rid, params.get("page"), PAGE_SIZE, processor=flt.processor)
     pg = found["pg"]
     live = f"dead:{flt.queue}:{rid or ''}:{pg.number}" if not flt.processor else ""  # the topic carries no processor
-    return {**ctx, "rows": found["rows"], "pg": pg, "count": found["count"], "count_label": f"{found['count']:,}",
-            "exact": True, "live_topic": live}
+    # "N+" when a queue's live requests were sampled (queries.started_meta): a million waiting
+    # requests are not read on every refresh
+    label = f"{found['count']:,}" + ("+" if found["sampled"] else "")
+    return {**ctx, "rows": found["rows"], "pg": pg, "count": found["count"], "count_label": label,
+            "exact": not found["sampled"], "live_topic": live}
 
 
 def _search(params, parsed) -> dict:

@@ -34,6 +34,7 @@ def inflight_context(params) -> dict:
     q.pop("page", None)
     return {"rows": found["rows"], "pg": pg, "count": found["count"], "stuck_count": found["stuck_count"],
             "over_count": sum(1 for r in found["rows"] if r["over_limit"]), "queue": queue or "",
+            "sampled": found["sampled"], "sample": found["sample"],
             "stuck_only": stuck_only, "queues": queries.queue_names(), "filter_qs": q.urlencode(),
             "live_topic": f"inflight:{queue or ''}:{int(stuck_only)}:{pg.number}"}
 
