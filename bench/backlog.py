@@ -18,9 +18,10 @@ RDB), with a migrated throw-away SQLite:
              one Python process, timed over the first min(N, 20,000); the
              rest is filled by --producers subprocesses doing the same single
              submits (the same data as one process would make, faster);
-  overview   the dashboard's overview `/` (full page, a logged-in staff
-             user, Django's test client: bench/dashboard.time_cases) over
-             the waiting backlog, median and p95 of --runs;
+  pages      the dashboard's overview `/`, in-flight `/inflight/` and dead
+             letters `/dead/` pages (full pages, a logged-in staff user,
+             Django's test client: bench/dashboard.time_cases) over the
+             waiting backlog, median and p95 of --runs each;
   first      `manage.py queue_worker --queues Q --processes 2` launched:
              seconds from the launch to the first item started (any request:
              the processor `bench` = job() below notes its first call's
@@ -253,9 +254,11 @@ def point(a) -> None:
             r.config_set("slowlog-log-slower-than", 5000)
             r.config_set("slowlog-max-len", 1000)
             r.slowlog_reset()
-            (_, med, p95), = time_cases([("overview", lambda: c.get("/"))], a.runs)
-            res["overview_ms"], res["overview_p95_ms"] = med, p95
-            # the longest single command the page ran: Redis serves nobody else meanwhile (workers wait too)
+            pages = [("overview", "/"), ("inflight", "/inflight/"), ("dead", "/dead/")]
+            timed = time_cases([(name, lambda url=url: c.get(url)) for name, url in pages], a.runs)
+            for name, med, p95 in timed:
+                res[f"{name}_ms"], res[f"{name}_p95_ms"] = med, p95
+            # the longest single command the pages ran: Redis serves nobody else meanwhile (workers wait too)
             slow = max(r.slowlog_get(1000), key=lambda e: e["duration"], default=None)
             if slow:
                 res["overview_redis_ms"] = slow["duration"] / 1000
@@ -403,11 +406,13 @@ def rows_for(results: list[dict], labels: list[str], recycling: bool = False) ->
     for res in results:
         if "error" in res:
             rows.append([f"{res['n']:,}", res["label"], "error: " + res["error"].strip().splitlines()[-1][:60]]
-                        + [""] * 9)
+                        + [""] * 11)
             continue
         rows.append([f"{res['n']:,}", res["label"], f"{res['bytes_per_job']:.0f}", fmt(res["submit_rate"], "int"),
                      f"{res['fill_s']:.1f}",
                      fmt(res.get("overview_ms"), "") if "overview_ms" in res else "—",
+                     fmt(res.get("inflight_ms"), "") if "inflight_ms" in res else "—",
+                     fmt(res.get("dead_ms"), "") if "dead_ms" in res else "—",
                      fmt(res.get("overview_redis_ms"), ""),
                      f"{res['first_s']:.2f}", fmt(res["drain_rate"], "int"),
                      ("" if res["complete"] else "≈") + f"{res['drain_s']:.1f}"]
@@ -415,7 +420,8 @@ def rows_for(results: list[dict], labels: list[str], recycling: bool = False) ->
     return rows
 
 
-HEADERS = ["waiting", "tree", "bytes/job", "submit/s", "fill s", "overview ms", "its longest Redis command ms",
+HEADERS = ["waiting", "tree", "bytes/job", "submit/s", "fill s", "overview ms", "in flight ms", "dead letters ms",
+           "the pages' longest Redis command ms",
            "launch→first s (median)", "drain items/s", "drain s"]
 
 
