@@ -111,17 +111,21 @@ end
   de-dup key); its items hash does not exist yet. The first script that takes
   or cancels it calls unpack_lean, which makes both as a lean request has
   them; readers in Python expand it the same way (core/engine/store/packed.py).
-  `payload` is the meta's p when the caller has read it already.
+  `known` is {payload, created_at, dedup_key} of the meta when the caller
+  has read them already (a take), else nil; returns the item's hash fields
+  as HMGET i, p, e, d would (nil if it was not packed).
 ]]
-local function unpack_lean(meta, items, payload)
-  local f = redis.call('HMGET', meta, 'p', 'created_at')
-  payload = payload or f[1]
-  if not payload then return end
-  redis.call('HSET', items, 'i', 0, 'p', payload, 'e', f[2] .. '-0', 'd', 0)
+local function unpack_lean(meta, items, known)
+  local f = known or redis.call('HMGET', meta, 'p', 'created_at', 'dedup_key')
+  if not f[1] then return nil end
+  local item = {'0', f[1], f[2] .. '-0', '0'}
+  redis.call('HSET', items, 'i', item[1], 'p', item[2], 'e', item[3], 'd', item[4])
   redis.call('HDEL', meta, 'p')
-  redis.call('HSETNX', meta, 'dedup_key', '')
-  redis.call('HSET', meta, 'id', string.match(meta, ':([^:]+):meta$'), 'finalized', 1, 'done', 0, 'failed', 0,
-             'expired', 0, 'total', 1)
+  local fields = {'id', string.match(meta, ':([^:]+):meta$'), 'finalized', 1, 'done', 0, 'failed', 0, 'expired', 0,
+                  'total', 1}
+  if not f[3] then fields[#fields + 1] = 'dedup_key'; fields[#fields + 1] = '' end
+  redis.call('HSET', meta, unpack(fields))
+  return item
 end
 
 local function is_lean(items)

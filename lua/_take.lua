@@ -8,10 +8,11 @@ local function take_request(worker, lease, max_attempts, retention, channel, wan
   local meta = R[1]
   -- every meta field a take reads, in one call
   local info = redis.call('HMGET', meta, 'processor', 'dedup_key', 'time_limit', 'priority', 'lean', 'concurrency',
-                          'rate_limit', 'state', 'expires_at', 'started_at', 'p')
+                          'rate_limit', 'state', 'expires_at', 'started_at', 'p', 'created_at')
   local state = info[8]
   if not state then return -1 end -- NOT_FOUND
-  if info[11] then unpack_lean(meta, R[2], info[11]) end -- a packed one-item request's first take
+  -- a packed one-item request's first take: its item as unpacked, never delivered
+  local unpacked = info[11] and unpack_lean(meta, R[2], {info[11], info[12], info[2]})
   local processor, dedup, limit = info[1] or '', info[2] or '', info[3] or ''
   local priority, lean = tonumber(info[4]) or 0, info[5] == '1' and 1 or 0
   local expires_at = tonumber(info[9])
@@ -69,9 +70,9 @@ local function take_request(worker, lease, max_attempts, retention, channel, wan
 
   -- A lean request (one item in a hash, see _request.lua): the same steps for its item.
   if lean == 1 then
-    local f = redis.call('HMGET', R[2], 'i', 'p', 'e', 'd', 'c', 'h', 't')
+    local f = unpacked or redis.call('HMGET', R[2], 'i', 'p', 'e', 'd', 'c', 'h', 't')
     local idx, payload, id, d = f[1], f[2], f[3], tonumber(f[4]) or 0
-    local lease_at = tonumber(redis.call('ZSCORE', R[3], id))
+    local lease_at = not unpacked and tonumber(redis.call('ZSCORE', R[3], id)) or nil
     local runnable = f[5] ~= '1' and ((d == 0 and not lease_at) or (lease_at and lease_at <= now))
     if runnable and d > 0 and not (expires_at and now >= expires_at) then
       lease_expired(idx, d, f[6], tonumber(f[7]) or lease_at, lease_at)
