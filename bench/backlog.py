@@ -188,6 +188,27 @@ def _commandstats(r) -> dict[str, tuple[int, int]]:
     return out
 
 
+SCRIPTS = ("evalsha", "eval")
+NOT_THE_QUEUES = ("script|load", "info", "config|set", "config|resetstat", "slowlog|get", "slowlog|reset")
+
+
+def _drain_cost(before: dict, after: dict, jobs: int) -> dict:
+    """Redis's work per job drained, from INFO commandstats over the drain:
+    commands run (in scripts or not; Redis 7 counts a script's commands
+    too, 6.2 only the script), the scripts' time and their commands' time."""
+    if not jobs:
+        return {}
+    calls = usec = script_usec = 0
+    for cmd, (c1, u1) in after.items():
+        c0, u0 = before.get(cmd, (0, 0))
+        if cmd in SCRIPTS:
+            script_usec += u1 - u0
+        elif cmd not in NOT_THE_QUEUES:
+            calls, usec = calls + c1 - c0, usec + u1 - u0
+    return {"drain_commands_per_job": calls / jobs, "drain_script_us_per_job": script_usec / jobs,
+            "drain_command_us_per_job": usec / jobs}
+
+
 def point(a) -> None:
     """Fill N one-item requests, time the overview, launch the worker, drain.
     Prints one JSON line (BACKLOG {...})."""
@@ -324,6 +345,7 @@ def point(a) -> None:
             time.sleep(0.02)
     finally:
         PROCS.stop(proc, timeout=30)
+    cs2 = _commandstats(r)
     st = {k: v for k, v in _read_stats(stats).items() if v.get("first")}
     if not st:
         tail = (tmp / "worker.log").read_text(errors="replace")[-3000:]
@@ -349,6 +371,7 @@ def point(a) -> None:
             if calls > c0:
                 delta[cmd] = (calls - c0, usec - u0)
         res["startup_commands"] = sorted(delta.items(), key=lambda kv: -kv[1][1])[:8]
+    res.update(_drain_cost(cs0, cs2, done))
     res["slowlog"] = [(e["duration"], _command_text(e["command"])) for e in r.slowlog_get(20)]
     res["processes"] = len(st)
     if a.max_items:
@@ -584,7 +607,14 @@ def main() -> None:
                   rows_for(results, labels, bool(a.max_items))))
         slowest = [r for r in results if r.get("overview_redis_cmd")]
         if slowest:
-            rep(f"\nThe overview's longest command at N={slowest[-1]['n']:,}: {slowest[-1]['overview_redis_cmd']}")
+            rep(f"\nThe pages' longest command at N={slowest[-1]['n']:,}: {slowest[-1]['overview_redis_cmd']}")
+        costs = [r for r in results if "drain_commands_per_job" in r]
+        if costs:
+            rep("\nRedis's work per job drained (INFO commandstats over the drain; 6.2 counts no command run by a "
+                "script)\n")
+            rep(table(["waiting", "tree", "commands/job", "scripts µs/job", "their commands µs/job"],
+                      [[f"{r['n']:,}", r["label"], f"{r['drain_commands_per_job']:.1f}",
+                        f"{r['drain_script_us_per_job']:.1f}", f"{r['drain_command_us_per_job']:.1f}"] for r in costs]))
         if len(trees) > 1:
             rep("\nRatios to tree 1 (launch→first, drain rate, overview, bytes/job)\n")
             rrows = []
