@@ -28,6 +28,28 @@ local function parse_req(v)
   return tonumber(p), tonumber(c), tonumber(m), s, g
 end
 
+--[[
+  A waiting one-item request that submit_one made packed (docs/keys.md) has
+  no reqs entry: its one token, rid#1, waiting in tokens in the band of its
+  priority, stands for it. The script that first claims it, changes its
+  priority or retires it acts as if its entry were "p|1|1|q" (adjust and the
+  claim step write that entry then). waiting_packed(tokens, rid): its
+  priority while it waits so, else nil; call it only when reqs has no entry.
+]]
+local function band_priority(score)
+  return 99 - math.floor(tonumber(score) / BAND)
+end
+
+local function waiting_packed(tokens_key, rid)
+  local score = redis.call('ZSCORE', tokens_key, rid .. '#1')
+  return score and band_priority(score) or nil
+end
+
+-- a request is live (registered) in its queue: its reqs entry, or its token while it waits packed
+local function is_live(reqs_key, tokens_key, rid)
+  return redis.call('HEXISTS', reqs_key, rid) == 1 or waiting_packed(tokens_key, rid) ~= nil
+end
+
 local function req_value(p, c, m, s, g)
   if g then return p .. '|' .. c .. '|' .. m .. '|' .. s .. '|' .. g end
   return p .. '|' .. c .. '|' .. m .. '|' .. s

@@ -5,15 +5,17 @@
   the most tokens to make, far: true when the ready time is in a schedule
   shard; marker: the wake marker, see _common.lua, or false for
   none: submit_one hands the item off; g: the request's group, nil for
-  none: its tokens get their group's places, see group_seqs); returns its answer.
+  none: its tokens get their group's places, see group_seqs; packed: true
+  for a one-item request of submit_one that waits packed, which gets no reqs
+  entry, see waiting_packed); returns its answer.
 ]]
-local function register(Q, rid, p, c, dkey, delay, tokens, far, rate, marker, g)
+local function register(Q, rid, p, c, dkey, delay, tokens, far, rate, marker, g, packed)
   local m = math.min(c, tokens)
 
   if redis.call('HEXISTS', Q[3], rid) == 1 then return {3, rid} end
   if dkey ~= '' then
     local other = redis.call('HGET', Q[5], dkey)
-    if other and redis.call('HEXISTS', Q[3], other) == 1 then return {2, other} end
+    if other and is_live(Q[3], Q[1], other) then return {2, other} end
     redis.call('HSET', Q[5], dkey, rid)
   end
 
@@ -26,7 +28,7 @@ local function register(Q, rid, p, c, dkey, delay, tokens, far, rate, marker, g)
     return {1, rid}
   end
 
-  redis.call('HSET', Q[3], rid, req_value(p, c, m, 'q', g))
+  if not packed then redis.call('HSET', Q[3], rid, req_value(p, c, m, 'q', g)) end
   local seq
   if g then
     seq = group_seqs(Q[1], Q[2], Q[9], g, p, m)

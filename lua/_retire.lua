@@ -5,6 +5,8 @@
 ]]
 local function retire_request(Q, rid, dkey)
   local _, _, m = parse_req(redis.call('HGET', Q[2], rid))
+  local packed = not m and waiting_packed(Q[1], rid) -- cancelled while it waited packed: its one token
+  if packed then m = 1 end
   if dkey ~= '' and redis.call('HGET', Q[6], dkey) == rid then
     redis.call('HDEL', Q[6], dkey)
   end

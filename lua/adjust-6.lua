@@ -22,7 +22,10 @@
 --@include _common.lua
 local rid = ARGV[1]
 local p, c, m, s, g = parse_req(redis.call('HGET', KEYS[3], rid))
-if not p then return -1 end -- NOT_FOUND
+if not p then -- waiting packed (waiting_packed, _common.lua): it gets its entry here
+  p, c, m, s = waiting_packed(KEYS[1], rid), 1, 1, 'q'
+  if not p then return -1 end -- NOT_FOUND
+end
 local np, nc = tonumber(ARGV[2]) or p, tonumber(ARGV[3]) or c
 -- tokens wanted: the new limit when it changes, else the ones the request has
 local want = m

@@ -219,11 +219,14 @@ if want > 0 and cfg[2] ~= '1' then
   local skipped = 0
   for _ = 1, want + 100 + 1000 do
     if #claimed >= want or skipped > 1000 then break end
-    local top = redis.call('ZRANGE', KEYS[1], skipped, skipped)
+    local top = redis.call('ZRANGE', KEYS[1], skipped, skipped, 'WITHSCORES')
     if #top == 0 then break end
     local token = top[1]
     local rid, k = parse_token(token)
     local r = req(rid)
+    if not r.p and k == 1 then -- a one-item request waiting packed: its entry is made as it is claimed
+      r.p, r.c, r.s, r.packed = band_priority(top[2]), 1, 'q', true
+    end
     local l = r.g and glim(r.g)
     if r.lim and room(r.lim, 'n:' .. rid) <= 0 then
       skipped = skipped + 1 -- this request is at its rate limit: its token keeps its place
@@ -240,6 +243,7 @@ if want > 0 and cfg[2] ~= '1' then
       redis.call('ZREM', KEYS[1], token)
       -- a token of a finished request, or above a lowered limit, is dropped
       if r.p and k <= r.c and r.s == 'q' then
+        if r.packed then redis.call('HSET', KEYS[3], rid, req_value(r.p, 1, 1, 'q')) end
         redis.call('HSET', KEYS[4], token, worker)
         redis.call('ZADD', KEYS[5], now + lease, token)
         if aging then redis.call('HSET', KEYS[9], rid, now) end

@@ -70,7 +70,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 then return -5 end -- EXISTS
 local rid, dkey = ARGV[1], ARGV[4]
 if dkey ~= '' then
   local other = redis.call('HGET', KEYS[10], dkey)
-  if other and redis.call('HEXISTS', KEYS[8], other) == 1 then return {2, other} end
+  if other and is_live(KEYS[8], KEYS[6], other) then return {2, other} end
 end
 local now = now_ms()
 local last = 13 + 2 * tonumber(ARGV[13])
@@ -124,8 +124,11 @@ local worker, rested = idle_worker()
 local marker = rid -- the wake marker; none for a handoff, which is pushed below
 if worker then marker = false end
 create_packed(now, ARGV, 14, last, delay, tonumber(ARGV[6]), ARGV[last + 1])
+-- waiting packed, it needs no reqs entry (waiting_packed, _common.lua): not handed off, not delayed,
+-- of no group and with no rate limit of its own (the claim step reads those from reqs and rate)
+local packed = not worker and delay == 0 and not group and ARGV[8] == ''
 local answer = register({KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[19]}, rid,
-                        priority, tonumber(ARGV[3]), dkey, delay, 1, ARGV[7] == '1', ARGV[8], marker, group)
+                        priority, tonumber(ARGV[3]), dkey, delay, 1, ARGV[7] == '1', ARGV[8], marker, group, packed)
 if worker and answer[1] == 0 then
   local token, lease = rid .. '#1', tonumber(ARGV[9])
   redis.call('ZREM', KEYS[6], token)

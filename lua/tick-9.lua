@@ -65,9 +65,10 @@ if aging > 0 then
     local lo = (99 - level) * BAND
     local head = redis.call('ZRANGEBYSCORE', KEYS[2], fmt(lo), '(' .. fmt(lo + BAND), 'LIMIT', 0, 1)
     if #head == 1 then
-      local rid = parse_token(head[1])
+      local rid, k = parse_token(head[1])
       local last = tonumber(redis.call('HGET', KEYS[9], rid))
       local _, _, m = parse_req(redis.call('HGET', KEYS[4], rid))
+      if not m and k == 1 then m = 1 end -- a one-item request waiting packed (waiting_packed, _common.lua)
       if not last then
         redis.call('HSET', KEYS[9], rid, now) -- the clock starts when first seen waiting
       elseif m and now - last >= aging then

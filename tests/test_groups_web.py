@@ -25,7 +25,10 @@ def meta_group(client, rid):
 
 
 def reqs_group(client, queue, rid):
-    parts = client.redis.hget(client.keys.queue(queue).reqs, rid).split("|")
+    """The group of the request's entry in its queue's reqs; None for none, and for a one-item
+    request of no group waiting packed, which has no entry (lua/_common.lua waiting_packed)."""
+    value = client.redis.hget(client.keys.queue(queue).reqs, rid)
+    parts = (value or "").split("|")
     return parts[4] if len(parts) == 5 else None
 
 

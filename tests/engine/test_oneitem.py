@@ -50,6 +50,34 @@ def test_a_one_item_request_lives_in_its_queue_slot_and_others_in_their_own(qc):
     assert qc.status(one.id)["total"] == 1 and qc.status(far.id)["state"] == "scheduled"
 
 
+def test_a_waiting_one_item_request_is_live_to_every_step_without_a_reqs_entry(qc):
+    """Waiting packed, a one-item request has no entry in its queue's reqs
+    (lua/_common.lua waiting_packed), yet de-dup, a priority change and the
+    queue's figures see it, and it runs in its new place."""
+    qk = qc.keys.queue("default")
+    low = qc.submit("default", "echo", ["low"], priority=10, dedup_key="k-low")
+    other = qc.submit("default", "echo", ["other"], priority=50, dedup=False)
+    assert qc.redis.hlen(qk.reqs) == 0
+    assert qc.submit("default", "echo", ["again"], dedup_key="k-low").id == low.id  # a duplicate while it waits
+    assert {rid: v["priority"] for rid, v in qc.live_requests("default").items()} == {low.id: 10, other.id: 50}
+    stats = qc.queue_stats("default")
+    assert (stats["requests"], stats["depth"], stats["depth_by_priority"]) == (2, 2, {50: 1, 10: 1})
+    qc.set_priority(low.id, 90)
+    assert qc.live_requests("default")[low.id]["priority"] == 90
+    burst(qc)
+    assert started_order(qc, [low, other]) == [low.id, other.id]
+    assert dispatch_is_empty(qc)
+
+
+def test_its_claim_registers_it(qc):
+    qk = qc.keys.queue("default")
+    sub = qc.submit("default", "echo", ["x"], priority=70, dedup=False)
+    assert qc.redis.hget(qk.reqs, sub.id) is None
+    assert claim(qc, "default", "w1", 1) == [f"{sub.id}#1"]
+    assert qc.redis.hget(qk.reqs, sub.id) == "70|1|1|q"  # as the claim step and tick read it from now on
+    assert qc.redis.hget(qk.held, f"{sub.id}#1") == "w1"
+
+
 def test_a_duplicate_one_item_submission_creates_nothing(qc):
     first = qc.submit("default", "echo", ["same"])
     size = qc.redis.dbsize()

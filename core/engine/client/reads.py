@@ -156,11 +156,26 @@ class Reads:
         return [a.value for a in answers]
 
     def live_requests(self, queue: str) -> dict[str, dict]:
-        """Registered requests of a queue: id -> {priority, concurrency, scheduled}."""
+        """Registered requests of a queue: id -> {priority, concurrency, scheduled}:
+        those of its reqs hash, and one-item requests waiting packed, which
+        have no entry there (lua/_common.lua waiting_packed): the rest of its index."""
+        qk = self.keys.queue(queue)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hgetall(qk.reqs)
+        pipe.zrange(qk.index, 0, -1)
+        reqs, index = pipe.execute()
         out = {}
-        for rid, v in self.redis.hgetall(self.keys.queue(queue).reqs).items():
+        for rid, v in reqs.items():
             p, c, _, s = v.split("|")[:4]
             out[rid] = {"priority": int(p), "concurrency": int(c), "scheduled": s == "s"}
+        packed = [rid for rid in index if rid not in out]
+        if packed:
+            pipe = self.redis.pipeline(transaction=False)
+            for rid in packed:
+                pipe.hmget(self.keys.request(rid).meta, "priority", "concurrency", "state")
+            for rid, (p, c, state) in zip(packed, pipe.execute()):
+                if state in ("queued", "scheduled"):  # else finished (or gone) since the index was read
+                    out[rid] = {"priority": int(p or 0), "concurrency": int(c or 1), "scheduled": state == "scheduled"}
         return out
 
     def queue_stats(self, queue: str) -> dict:

@@ -126,9 +126,15 @@ def _read(client, queue: str) -> tuple[dict[str, tuple[int, str]], dict[str, int
     pipe.hgetall(qk.orphans)
     marks, orphans = pipe.execute()
     rids = list(marks)
-    alive = client.redis.hmget(qk.reqs, rids) if rids else []
-    live = {rid: parse_mark(marks[rid]) for rid, v in zip(rids, alive) if v is not None}
-    gone = [rid for rid, v in zip(rids, alive) if v is None]
+    alive = []
+    if rids:  # registered, or a one-item request waiting packed: its token alone (lua/_common.lua waiting_packed)
+        pipe = client.redis.pipeline(transaction=False)
+        pipe.hmget(qk.reqs, rids)
+        pipe.zmscore(qk.tokens, [f"{rid}#1" for rid in rids])
+        entries, scores = pipe.execute()
+        alive = [e is not None or t is not None for e, t in zip(entries, scores)]
+    live = {rid: parse_mark(marks[rid]) for rid, ok in zip(rids, alive) if ok}
+    gone = [rid for rid, ok in zip(rids, alive) if not ok]
     return live, {p: int(v) for p, v in orphans.items()}, gone
 
 
