@@ -2,7 +2,9 @@
   Submit a request of one item in one call: refuse a duplicate (creating
   nothing), else create it packed (its meta hash alone, with the payload:
   unpack_lean in _request.lua) in its queue's slot and register it
-  (enqueue-9), with its id as the wake marker. Its id carries the queue's
+  (enqueue-9), with its id as the wake marker; unless it is handed off,
+  delayed, of a group or under a rate limit of its own, with no reqs entry
+  (waiting_packed in _common.lua). Its id carries the queue's
   slot tag (core/engine/keys.py).
 
   Handoff: when a worker is idle on the queue (registered by rest-2 while it
