@@ -52,8 +52,10 @@
     ARGV[11] retention in ms
     ARGV[12] pub/sub channel for events ("" for none)
     ARGV[13] n, the number of meta fields that follow
-    ARGV[14 .. 13+2n] meta fields and values (`group`: the request's group, if it has one; no `id`,
-                      and `dedup_key` only when there is one: unpack_lean adds them)
+    ARGV[14 .. 13+2n] meta fields and values (`group`: the request's group, if it has one); with
+                      no `id`, and `dedup_key` only when there is one, it waits packed (unpack_lean
+                      adds them); with them, in the full lean layout with a reqs entry, which
+                      workers of releases before the packed layout read
     ARGV[14+2n] the item's payload (JSON text)
 
   Output:
@@ -125,10 +127,17 @@ end
 local worker, rested = idle_worker()
 local marker = rid -- the wake marker; none for a handoff, which is pushed below
 if worker then marker = false end
-create_packed(now, ARGV, 14, last, delay, tonumber(ARGV[6]), ARGV[last + 1])
+-- a caller that sends the id (one that knows of workers that cannot read packed requests:
+-- store/packed.py PackedGate, or of an older release) gets the full lean layout
+local full = field('id') ~= ''
+if full then
+  create_lean(meta_fields(now, 1, 1, ARGV, 14, last, delay, tonumber(ARGV[6])), ARGV[last + 1], now)
+else
+  create_packed(now, ARGV, 14, last, delay, tonumber(ARGV[6]), ARGV[last + 1])
+end
 -- waiting packed, it needs no reqs entry (waiting_packed, _common.lua): not handed off, not delayed,
 -- of no group and with no rate limit of its own (the claim step reads those from reqs and rate)
-local packed = not worker and delay == 0 and not group and ARGV[8] == ''
+local packed = not full and not worker and delay == 0 and not group and ARGV[8] == ''
 local answer = register({KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[19]}, rid,
                         priority, tonumber(ARGV[3]), dkey, delay, 1, ARGV[7] == '1', ARGV[8], marker, group, packed)
 if worker and answer[1] == 0 then

@@ -10,6 +10,7 @@ import pytest
 from redis.crc import key_slot
 
 from queueadmin.core.engine.config import QueueConfig
+from queueadmin.core.engine.store import packed
 from queueadmin.core.engine.store.keys import slot_tag
 from tests.engine_helpers import burst, dispatch_is_empty, kill_at_random, wait_for
 
@@ -66,6 +67,28 @@ def test_a_waiting_one_item_request_is_live_to_every_step_without_a_reqs_entry(q
     assert qc.live_requests("default")[low.id]["priority"] == 90
     burst(qc)
     assert started_order(qc, [low, other]) == [low.id, other.id]
+    assert dispatch_is_empty(qc)
+
+
+def test_while_a_worker_of_an_older_release_serves_the_queue_requests_wait_in_the_full_layout(qc):
+    """A worker that cannot read packed requests (its `can` entry lacks the
+    mark, store/packed.py) would find neither item nor reqs entry and drop
+    them: producers make the full lean layout until it has gone."""
+    qk = qc.keys.queue("default")
+    qc.redis.hset(qk.can, "old:1:aa", "\necho\n")  # as a worker of the release before says what it can run
+    qc.submission.gate.forget()
+    old = qc.submit("default", "echo", ["o"], dedup=False)
+    rk = qc.keys.request(old.id)
+    assert qc.redis.type(rk.items) == "hash" and qc.redis.hget(qk.reqs, old.id) == "50|10|1|q"
+    assert {k: v for k, v in qc.redis.hgetall(rk.meta).items() if k in ("id", "total", "dedup_key")} == {
+        "id": old.id, "total": "1", "dedup_key": ""}
+    qc.redis.hset(qk.can, "old:1:aa", "\necho\n" + packed.WORKER_MARK + "\n")  # upgraded
+    qc.submission.gate.forget()
+    new = qc.submit("default", "echo", ["n"], dedup=False)
+    assert not qc.redis.exists(qc.keys.request(new.id).items) and qc.redis.hget(qk.reqs, new.id) is None
+    qc.redis.hdel(qk.can, "old:1:aa")
+    burst(qc)
+    assert [[r["result"] for r in qc.results(s.id)] for s in (old, new)] == [["o"], ["n"]]
     assert dispatch_is_empty(qc)
 
 

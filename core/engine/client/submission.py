@@ -26,6 +26,7 @@ from queueadmin.core.engine.features import chains, encryption, groups, ratelimi
 from queueadmin.core.engine.hooks import HOOKS
 from queueadmin.core.engine.store import Store
 from queueadmin.core.engine.store.keys import slot_tag
+from queueadmin.core.engine.store.packed import PackedGate
 from queueadmin.core.engine.store.queue_slot import EnqueueCode, Enqueued
 from queueadmin.core.engine.store.scripts import Code, ScriptError
 
@@ -57,6 +58,7 @@ class Submitter:
         self.reads, self.queue_config = reads, queue_config
         self.processors, self.channel = processors, channel
         self.together = Coalescer(store.trip)  # concurrent one-item submits share round trips
+        self.gate = PackedGate(store.redis, store.keys)  # packed one-item requests, unless old workers serve
 
     def validate(self, queue: str, processor: str, priority, concurrency) -> tuple[QueueConfig, int, int]:
         check_text(queue, "the queue name")
@@ -144,6 +146,7 @@ class Submitter:
         an idle worker when it can (handoff.py)."""
         queue = meta["queue"]
         terms = dict(priority=meta["priority"], concurrency=meta["concurrency"], dedup_key=meta["dedup_key"],
+                     packed=self.gate.allows(queue),
                      delay_ms=delay_ms, expires_ms=expires_ms, rate_spec=rate.spec if rate else "",
                      lease_ms=config.lease_ms, max_attempts=config.max_attempts, retention_ms=config.retention_ms,
                      channel=self.channel)

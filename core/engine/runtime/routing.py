@@ -44,6 +44,7 @@ from queueadmin.core.engine.runtime.keeping import Keeping
 from queueadmin.core.engine.runtime.pace import Pace
 from queueadmin.core.engine.runtime.registry import Registry
 from queueadmin.core.engine.store.trip import Trip
+from queueadmin.core.engine.store import packed
 
 log = logging.getLogger("queueadmin.worker")
 
@@ -158,7 +159,7 @@ class Routing:
 
     def publish_can(self) -> None:
         """This worker's names in its queues' `can` hashes, when they changed."""
-        text = abilities.joined(self.abilities.names())
+        text = abilities.joined([*self.abilities.names(), packed.WORKER_MARK])  # it reads packed requests
         if text == self._can_published:
             return
         pipe = self.redis.pipeline(transaction=False)

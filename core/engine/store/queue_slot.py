@@ -147,10 +147,12 @@ class QueueScripts:
 
     def submit_one(self, queue: str, rid: str, meta: dict, payload: str, *, priority: int, concurrency: int,
                    dedup_key: str, delay_ms: int, expires_ms: int, rate_spec: str, lease_ms: int, max_attempts: int,
-                   retention_ms: int, channel: str, trip: Trip | None = None):
+                   retention_ms: int, channel: str, packed: bool = True, trip: Trip | None = None):
         """submit_one-19: create and register a one-item request in the
         queue's slot (or hand it to a resting worker; never one of a group,
-        meta field `group`) -> Enqueued; EXISTS refuses."""
+        meta field `group`) -> Enqueued; EXISTS refuses. `packed`: it may
+        wait packed (store/packed.py); else its meta carries its id, which
+        asks the script for the full lean layout."""
         keys = self._one_keys.get(queue)
         if keys is None:  # the queue's part of the keys, made once
             qk = self.keys.queue(queue)
@@ -158,7 +160,7 @@ class QueueScripts:
                                             qk.rate, qk.held, qk.leases, qk.config, qk.idle, qk.can, qk.groups]
         return self.scripts.run(trip, "submit_one", [*self.keys.request(rid).all(), *keys],
                                 [rid, priority, concurrency, dedup_key, delay_ms, expires_ms, 0, rate_spec, lease_ms,
-                                 max_attempts, retention_ms, channel, *meta_fields(meta, packed=True), payload],
+                                 max_attempts, retention_ms, channel, *meta_fields(meta, packed=packed), payload],
                                 _submitted)
 
     def adjust(self, queue: str, rid: str, *, priority: int | None = None, concurrency: int | None = None,

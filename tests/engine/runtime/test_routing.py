@@ -14,6 +14,7 @@ from queueadmin.core.engine.runtime import abilities
 from queueadmin.core.engine.config import QueueConfig
 from queueadmin.core.engine.runtime.processors import Catalog, Processors
 from queueadmin.core.engine.runtime.worker import Worker
+from queueadmin.core.engine.store import packed
 from tests.engine_helpers import BUILTIN, wait_for
 
 BACKENDS = ("single", "cluster")  # each test runs on one server and on a local cluster (conftest)
@@ -252,6 +253,6 @@ def test_a_worker_says_what_it_can_run(qc):
     assert not w.abilities.can_run("nope") and w.abilities.can_run("shout")
     fields = w.abilities.registry_fields()
     assert "\nshout\n" in fields["can"] and fields["lacks"] == "\nnope\n" and fields["families"] == ""
-    w.routing.publish_can()
-    assert qc.redis.hget(qc.keys.queue("default").can, w.id) == fields["can"]
+    w.routing.publish_can()  # and that it reads packed one-item requests (store/packed.py)
+    assert qc.redis.hget(qc.keys.queue("default").can, w.id) == fields["can"] + packed.WORKER_MARK + "\n"
     assert json.loads(json.dumps(fields)) == fields
