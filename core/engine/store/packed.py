@@ -15,10 +15,6 @@ PAYLOAD = "p"  # the meta field that holds a packed request's payload
 DEFAULTS = {"finalized": "1", "done": "0", "failed": "0", "expired": "0", "total": "1", "dedup_key": ""}
 
 
-def is_packed(meta: dict) -> bool:
-    return PAYLOAD in meta
-
-
 def unpacked_meta(rid: str, meta: dict) -> dict:
     """The meta hash as unpack_lean would leave it ({} stays {})."""
     if PAYLOAD not in meta:
