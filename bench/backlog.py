@@ -194,8 +194,8 @@ NOT_THE_QUEUES = ("script|load", "info", "config|set", "config|resetstat", "slow
 
 def _drain_cost(before: dict, after: dict, jobs: int) -> dict:
     """Redis's work per job drained, from INFO commandstats over the drain:
-    commands run (in scripts or not; Redis 7 counts a script's commands
-    too, 6.2 only the script), the scripts' time and their commands' time."""
+    commands run (in scripts or not: Redis counts a script's commands
+    too), the scripts' time and their commands' time."""
     if not jobs:
         return {}
     calls = usec = script_usec = 0
@@ -610,8 +610,7 @@ def main() -> None:
             rep(f"\nThe pages' longest command at N={slowest[-1]['n']:,}: {slowest[-1]['overview_redis_cmd']}")
         costs = [r for r in results if "drain_commands_per_job" in r]
         if costs:
-            rep("\nRedis's work per job drained (INFO commandstats over the drain; 6.2 counts no command run by a "
-                "script)\n")
+            rep("\nRedis's work per job drained (INFO commandstats over the drain: commands, in scripts or not)\n")
             rep(table(["waiting", "tree", "commands/job", "scripts µs/job", "their commands µs/job"],
                       [[f"{r['n']:,}", r["label"], f"{r['drain_commands_per_job']:.1f}",
                         f"{r['drain_script_us_per_job']:.1f}", f"{r['drain_command_us_per_job']:.1f}"] for r in costs]))
