@@ -33,14 +33,21 @@ end
   no reqs entry: its one token, rid#1, waiting in tokens in the band of its
   priority, stands for it. The script that first claims it, changes its
   priority or retires it acts as if its entry were "p|1|1|q" (adjust and the
-  claim step write that entry then). waiting_packed(tokens, rid): its
-  priority while it waits so, else nil; call it only when reqs has no entry.
+  claim step write that entry then). Only an id made in its queue's slot
+  (HEXID-TAG, core/engine/store/keys.py) can be one: packable(rid).
+  waiting_packed(tokens, rid): its priority while it waits so, else nil;
+  call it only when reqs has no entry.
 ]]
 local function band_priority(score)
   return 99 - math.floor(tonumber(score) / BAND)
 end
 
+local function packable(rid)
+  return string.find(rid, '^%x+%-%w+$') ~= nil
+end
+
 local function waiting_packed(tokens_key, rid)
+  if not packable(rid) then return nil end
   local score = redis.call('ZSCORE', tokens_key, rid .. '#1')
   return score and band_priority(score) or nil
 end

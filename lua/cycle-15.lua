@@ -224,7 +224,7 @@ if want > 0 and cfg[2] ~= '1' then
     local token = top[1]
     local rid, k = parse_token(token)
     local r = req(rid)
-    if not r.p and k == 1 then -- a one-item request waiting packed: its entry is made as it is claimed
+    if not r.p and k == 1 and packable(rid) then -- a one-item request waiting packed: its entry is made as claimed
       r.p, r.c, r.s, r.packed = band_priority(top[2]), 1, 'q', true
     end
     local l = r.g and glim(r.g)

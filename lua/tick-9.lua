@@ -68,7 +68,7 @@ if aging > 0 then
       local rid, k = parse_token(head[1])
       local last = tonumber(redis.call('HGET', KEYS[9], rid))
       local _, _, m = parse_req(redis.call('HGET', KEYS[4], rid))
-      if not m and k == 1 then m = 1 end -- a one-item request waiting packed (waiting_packed, _common.lua)
+      if not m and k == 1 and packable(rid) then m = 1 end -- waiting packed (waiting_packed, _common.lua)
       if not last then
         redis.call('HSET', KEYS[9], rid, now) -- the clock starts when first seen waiting
       elseif m and now - last >= aging then

@@ -142,11 +142,6 @@ def live_meta(queue: str, fields: list[str], limit: int | None = None) -> list[t
     return out
 
 
-def _bulk_meta(queue: str) -> list[tuple[str, dict]]:
-    """(id, counters) of every live request of a queue, in one command."""
-    return _as_dicts(live_meta(queue, META_FIELDS))
-
-
 def _as_dicts(rows) -> list[tuple[str, dict]]:
     return [(rid, dict(zip(META_FIELDS, values))) for rid, values in rows
             if rid is not None and values[0] is not None]  # else its meta is gone (cleaned up meanwhile)

@@ -22,9 +22,9 @@ import redis as redis_lib
 from queueadmin.core.engine.client.queue_client import TERMINAL
 from queueadmin.core.engine.errors import QueueError
 
+from . import base
 from .base import (STUCK_GRACE_MS, Page, _float_or, _int, _loads, _payload, client, keys, now_ms, queue_names, rdb,
                    started_meta)
-from . import base
 from .workers import runs, workers
 
 DEFAULT_TIME_LIMIT = 3600.0  # the queue setting's default, for queues that predate it

@@ -8,15 +8,13 @@ from queueadmin.core.engine.features import latency, ratelimit
 from queueadmin.core.engine.client.queue_client import TERMINAL
 from queueadmin.core.models import RequestRecord
 
-from .base import SAMPLE as LIVE_SAMPLE, _int, keys, live_meta, queue_names, rdb
+from .base import SAMPLE, _int, keys, live_meta, queue_names, rdb
 from .unrunnable import by_queue as unrunnable_by_queue
 from .workers import workers
 
 THROUGHPUT_MINUTES = 15
-# live requests of a queue read per render: past this, the oldest SAMPLE are counted and the rest
-# estimated from them (the page refreshes by itself, and one SORT of a million requests kept Redis
-# busy for 5 s: bench/backlog.py)
-SAMPLE = LIVE_SAMPLE
+# Past SAMPLE live requests of a queue (base.py), the oldest SAMPLE are counted and the rest estimated
+# from them: the page refreshes by itself, and one SORT of a million requests kept Redis busy for 5 s.
 
 
 OVERVIEW_FIELDS = ("total", "done", "failed", "priority", "state", "discarded")

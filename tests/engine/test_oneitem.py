@@ -101,6 +101,15 @@ def test_its_claim_registers_it(qc):
     assert qc.redis.hget(qk.held, f"{sub.id}#1") == "w1"
 
 
+def test_only_an_id_made_in_its_queues_slot_can_wait_without_a_reqs_entry(qc):
+    """A left-over token of a request with its own slot and no reqs entry is
+    a finished request's: the claim drops it, as before packing."""
+    qk = qc.keys.queue("default")
+    qc.redis.zadd(qk.tokens, {"follow-up-of-something#1": 1})
+    assert claim(qc, "default", "w1", 1) == []
+    assert qc.redis.zcard(qk.tokens) == 0 and qc.redis.hlen(qk.reqs) == 0 and qc.redis.hlen(qk.held) == 0
+
+
 def test_a_duplicate_one_item_submission_creates_nothing(qc):
     first = qc.submit("default", "echo", ["same"])
     size = qc.redis.dbsize()
