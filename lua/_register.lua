@@ -7,9 +7,10 @@
   none: submit_one hands the item off; g: the request's group, nil for
   none: its tokens get their group's places, see group_seqs; packed: true
   for a one-item request of submit_one that waits packed, which gets no reqs
-  entry, see waiting_packed); returns its answer.
+  entry, see waiting_packed; at: the time in ms when the caller has read
+  it already, else nil); returns its answer.
 ]]
-local function register(Q, rid, p, c, dkey, delay, tokens, far, rate, marker, g, packed)
+local function register(Q, rid, p, c, dkey, delay, tokens, far, rate, marker, g, packed, at)
   local m = math.min(c, tokens)
 
   if redis.call('HEXISTS', Q[3], rid) == 1 then return {3, rid} end
@@ -19,7 +20,7 @@ local function register(Q, rid, p, c, dkey, delay, tokens, far, rate, marker, g,
     redis.call('HSET', Q[5], dkey, rid)
   end
 
-  local now = now_ms()
+  local now = at or now_ms()
   redis.call('ZADD', Q[7], now, rid)
   if rate ~= '' then redis.call('HSET', Q[8], 'lim:' .. rid, rate) end
   if delay > 0 then

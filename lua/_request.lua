@@ -113,17 +113,24 @@ end
   them; readers in Python expand it the same way (core/engine/store/packed.py).
   `known` is {payload, created_at, dedup_key} of the meta when the caller
   has read them already (a take), else nil; returns the item's hash fields
-  as HMGET i, p, e, d would (nil if it was not packed).
+  as HMGET i, p, e, d would (nil if it was not packed). A take that hands
+  the item out at once passes `deliver` = {worker, now}: the item is written
+  delivered (d 1, h, t) and the request running, in the same two writes.
 ]]
-local function unpack_lean(meta, items, known)
+local function unpack_lean(meta, items, known, deliver)
   local f = known or redis.call('HMGET', meta, 'p', 'created_at', 'dedup_key')
   if not f[1] then return nil end
-  local item = {'0', f[1], f[2] .. '-0', '0'}
-  redis.call('HSET', items, 'i', item[1], 'p', item[2], 'e', item[3], 'd', item[4])
-  redis.call('HDEL', meta, 'p')
+  local item = {'0', f[1], f[2] .. '-0', deliver and '1' or '0'}
   local fields = {'id', string.match(meta, ':([^:]+):meta$'), 'finalized', 1, 'done', 0, 'failed', 0, 'expired', 0,
                   'total', 1}
   if not f[3] then fields[#fields + 1] = 'dedup_key'; fields[#fields + 1] = '' end
+  if deliver then
+    redis.call('HSET', items, 'i', item[1], 'p', item[2], 'e', item[3], 'd', item[4], 'h', deliver[1], 't', deliver[2])
+    for _, v in ipairs({'state', 'running', 'started_at', deliver[2]}) do fields[#fields + 1] = v end
+  else
+    redis.call('HSET', items, 'i', item[1], 'p', item[2], 'e', item[3], 'd', item[4])
+  end
+  redis.call('HDEL', meta, 'p')
   redis.call('HSET', meta, unpack(fields))
   return item
 end

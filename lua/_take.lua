@@ -2,20 +2,30 @@
   Taking items for tokens a worker holds, for the request at R[1..5]
   (_request.lua): the body of take-5, and of take_lean, which takes for
   many one-item requests of one queue's slot in one call. See take-5 for
-  the arguments and the answer.
+  the arguments and the answer. `at` is the time in ms when the caller has
+  read it already (a take of many requests reads it once), else nil.
 ]]
-local function take_request(worker, lease, max_attempts, retention, channel, want, guard)
+local function take_request(worker, lease, max_attempts, retention, channel, want, guard, at)
   local meta = R[1]
   -- every meta field a take reads, in one call
   local info = redis.call('HMGET', meta, 'processor', 'dedup_key', 'time_limit', 'priority', 'lean', 'concurrency',
                           'rate_limit', 'state', 'expires_at', 'started_at', 'p', 'created_at')
   local state = info[8]
   if not state then return -1 end -- NOT_FOUND
-  -- a packed one-item request's first take: its item as unpacked, never delivered
-  local unpacked = info[11] and unpack_lean(meta, R[2], {info[11], info[12], info[2]})
   local processor, dedup, limit = info[1] or '', info[2] or '', info[3] or ''
   local priority, lean = tonumber(info[4]) or 0, info[5] == '1' and 1 or 0
   local expires_at = tonumber(info[9])
+  local now = at or now_ms()
+  -- a packed one-item request's first take (the common case): unpacked and
+  -- handed out in one write of each hash, as the steps below would leave it
+  if info[11] and want == 1 and not guard and not TERMINAL[state] and max_attempts >= 1
+      and not (expires_at and now >= expires_at) then
+    local item = unpack_lean(meta, R[2], {info[11], info[12], info[2]}, {worker, now})
+    redis.call('ZADD', R[3], now + lease, item[3])
+    return {0, 0, processor, dedup, limit, priority, lean, item[3], item[1], item[2], 1}
+  end
+  -- any other first take of a packed request: its item as unpacked, never delivered
+  local unpacked = info[11] and unpack_lean(meta, R[2], {info[11], info[12], info[2]})
   if TERMINAL[state] then return {4, 0, processor, dedup, limit, priority, lean} end
   if guard then
     local k, p = string.match(guard, '^(%d+)|(%d+)$')
@@ -23,7 +33,6 @@ local function take_request(worker, lease, max_attempts, retention, channel, wan
       return {5, 0, processor, dedup, limit, priority, lean}
     end
   end
-  local now = now_ms()
   local out = {0, 0, processor, dedup, limit, priority, lean}
 
   local function close_item(id, idx, record, counter)

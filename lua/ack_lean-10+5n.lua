@@ -23,13 +23,13 @@
 --@include _ack.lua
 --@include _retire.lua
 local Q = {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}
-local out, at = {}, 4
+local out, at, now = {}, 4, now_ms()
 for j = 0, (#KEYS - 10) / 5 - 1 do
   local b = 10 + 5 * j
   R = {KEYS[b + 1], KEYS[b + 2], KEYS[b + 3], KEYS[b + 4], KEYS[b + 5]}
   local rid, n = ARGV[at], tonumber(ARGV[at + 1])
   local first = at + 2
-  local answer = ack_request(ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV, first, first + 6 * n - 1, true)
+  local answer = ack_request(ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV, first, first + 6 * n - 1, true, now)
   if answer[1] == 1 then retire_request(Q, rid, answer[4]) end
   out[j + 1] = answer
   at = first + 6 * n

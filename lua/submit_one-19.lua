@@ -139,14 +139,14 @@ end
 -- of no group and with no rate limit of its own (the claim step reads those from reqs and rate)
 local packed = not full and not worker and delay == 0 and not group and ARGV[8] == ''
 local answer = register({KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[19]}, rid,
-                        priority, tonumber(ARGV[3]), dkey, delay, 1, ARGV[7] == '1', ARGV[8], marker, group, packed)
+                        priority, tonumber(ARGV[3]), dkey, delay, 1, ARGV[7] == '1', ARGV[8], marker, group, packed, now)
 if worker and answer[1] == 0 then
   local token, lease = rid .. '#1', tonumber(ARGV[9])
   redis.call('ZREM', KEYS[6], token)
   redis.call('ZREM', KEYS[17], worker) -- busy from now on
   redis.call('HSET', KEYS[14], token, worker)
   redis.call('ZADD', KEYS[15], now + lease, token)
-  local took = take_request(worker, lease, tonumber(ARGV[10]), tonumber(ARGV[11]), ARGV[12], 1, nil)
+  local took = take_request(worker, lease, tonumber(ARGV[10]), tonumber(ARGV[11]), ARGV[12], 1, nil, now)
   redis.call('RPUSH', KEYS[9], cjson.encode({worker, rid, took, tonumber(rested)}))
 end
 return answer

@@ -26,7 +26,7 @@ class _Call:
 
     def __init__(self, make: Callable):
         self.make = make  # make(trip) queues the call on a trip; make(None) runs it alone
-        self.done = threading.Event()
+        self.done: threading.Event | None = None  # made only for a call that waits: a lone call needs none
         self.lead = False
         self.value: Any = None
         self.error: BaseException | None = None
@@ -49,6 +49,8 @@ class Coalescer:
             self._waiting.append(me)
             me.lead = not self._sending
             self._sending = True
+            if not me.lead:
+                me.done = threading.Event()
         if not me.lead:
             me.done.wait()
         if me.lead:  # first in, or handed the lead by the batch before
@@ -74,7 +76,8 @@ class Coalescer:
         if nxt is not None:
             nxt.done.set()
         for c in batch:
-            c.done.set()
+            if c.done is not None:
+                c.done.set()
 
 
 def _alone(c: _Call) -> None:

@@ -191,8 +191,9 @@ class RequestKeys:
     def dead(self) -> str:  # ZSET entry id -> dead-lettered at (ms)
         return self._k("dead")
 
-    def all(self) -> list[str]:
-        return [self.meta, self.items, self.leases, self.results, self.dead]
+    def all(self) -> list[str]:  # meta, items, leases, results, dead: the order every request script takes
+        base = self._k("")
+        return [base + "meta", base + "items", base + "leases", base + "results", base + "dead"]
 
 
 @dataclass(frozen=True)
