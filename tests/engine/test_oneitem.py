@@ -3,6 +3,7 @@ DESIGN.md hold for them as for any request (priority over many levels,
 de-dup, delay, expiry, dead letters and retry, cancel, results, SIGKILL), and
 a claim stays large when many priority levels are in use (issue 13).
 Runs on a single server and on a cluster."""
+import json
 import random
 import time
 
@@ -206,6 +207,50 @@ def test_cancel_a_queued_one_item_request(qc):
     assert dispatch_is_empty(qc)
     again = qc.submit("default", "echo", ["x"])  # its de-dup claim went with it
     assert not again.duplicate
+
+
+def finished_events(pubsub) -> list[dict]:
+    out = []
+    while (m := pubsub.get_message(timeout=0.2)) is not None:
+        if m["type"] == "message" and (e := json.loads(m["data"]))["type"] == "finished":
+            out.append(e)
+    return out
+
+
+@pytest.mark.parametrize("retried", [False, True], ids=["done-at-once", "done-after-a-dead-letter"])
+def test_a_one_item_request_done_closes_whole_announced_and_expiring(qc, r, tmp_path, retried):
+    """The close of a lean request whose item is done (ack's one read and one
+    write of the meta): the meta reads as any finished request's, the event
+    carries its counters, every key it keeps expires, and none is left without."""
+    switch = tmp_path / "fail"
+    switch.write_text("on" if retried else "")
+    qc.define_queue("close", QueueConfig(backoff_seconds=0.0, max_attempts=1, retention_seconds=60))
+    pubsub = r.pubsub()
+    pubsub.subscribe(qc.keys.events_all)
+    wait_for(lambda: pubsub.get_message(timeout=0.1))  # the subscribe confirmation
+    sub = qc.submit("close", "flaky_switch" if retried else "echo", [str(switch)], priority=61, concurrency=3)
+    burst(qc, ["close"])
+    if retried:
+        assert qc.status(sub.id)["state"] == "failed"
+        switch.unlink()
+        assert qc.retry_dead(sub.id) == 1
+        burst(qc, ["close"])
+    events = finished_events(pubsub)
+    pubsub.close()
+    st = qc.status(sub.id)
+    assert (st["id"], st["state"], st["total"], st["done"], st["failed"], st["dead"]) == (
+        sub.id, "completed", 1, 1, 0, 0)
+    assert st["finished_at"] and st["started_at"]
+    last = events[-1]
+    assert {k: last[k] for k in ("id", "queue", "state", "total", "done", "failed", "expired", "priority",
+                                 "concurrency")} == dict(id=sub.id, queue="close", state="completed", total=1,
+                                                         done=1, failed=0, expired=0, priority=61, concurrency=3)
+    rk = qc.keys.request(sub.id)
+    for key in (rk.meta, rk.items, rk.results):
+        assert 0 < r.pttl(key) <= 60_000, key
+    assert not r.exists(rk.leases) and not r.exists(rk.dead)
+    assert dispatch_is_empty(qc, "close")
+    assert list(r.scan_iter(f"*{sub.id}*")) and all(r.pttl(k) > 0 for k in r.scan_iter(f"*{sub.id}*"))
 
 
 def test_dead_letter_then_retry_of_a_one_item_request(qc, tmp_path):
