@@ -216,16 +216,22 @@ if want > 0 and cfg[2] ~= '1' then
       held_back = true
     end
   end
-  local skipped = 0
+  -- the tokens in line are read a batch at a time: a claimed token leaves the
+  -- set and a passed-over one keeps its place, so the next unread one is
+  -- always at rank `skipped`, as when they were read one by one
+  local skipped, line, at = 0, {}, 1
   for _ = 1, want + 100 + 1000 do
     if #claimed >= want or skipped > 1000 then break end
-    local top = redis.call('ZRANGE', KEYS[1], skipped, skipped, 'WITHSCORES')
-    if #top == 0 then break end
-    local token = top[1]
+    if at > #line then
+      line, at = redis.call('ZRANGE', KEYS[1], skipped, skipped + want - #claimed - 1, 'WITHSCORES'), 1
+      if #line == 0 then break end
+    end
+    local token, score = line[at], line[at + 1]
+    at = at + 2
     local rid, k = parse_token(token)
     local r = req(rid)
     if not r.p and k == 1 and packable(rid) then -- a one-item request waiting packed: its entry is made as claimed
-      r.p, r.c, r.s, r.packed = band_priority(top[2]), 1, 'q', true
+      r.p, r.c, r.s, r.packed = band_priority(score), 1, 'q', true
     end
     local l = r.g and glim(r.g)
     if r.lim and room(r.lim, 'n:' .. rid) <= 0 then
