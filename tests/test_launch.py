@@ -38,6 +38,7 @@ def test_a_worker_in_a_recording_process_writes_the_history_of_what_it_finished(
 
 def test_on_the_fast_path_finishes_wait_for_django_and_none_is_lost():
     side = launch.DjangoSide(sync_queues=False)  # not started: its set-up is played by hand below
+    side.begin = lambda: None
     heard = []
     done = threading.Thread(target=side.finished, args=("finished",))
     done.start()
@@ -47,3 +48,23 @@ def test_on_the_fast_path_finishes_wait_for_django_and_none_is_lost():
     side.ready.set()
     done.join(5)
     assert heard == ["finished"]
+
+
+def test_a_worker_calls_on_serving_once_after_its_first_claim(engine):
+    """The fast path begins Django's set-up there (launch.DjangoSide): after the
+    first claim, not before it, and once however many claims follow."""
+    sub = services.submit("default", "uppercase", ["a", "b", "c"])
+    seen = []
+    burst(engine, on_serving=lambda: seen.append(engine.status(sub.id)["state"]))
+    assert seen == ["running"]  # its item was claimed (and taken) before the call
+    assert engine.status(sub.id)["state"] == "completed"
+
+
+def test_the_django_side_begins_its_set_up_once_when_a_processor_or_a_finish_needs_it_first():
+    side = launch.DjangoSide(sync_queues=False)
+    begun = []
+    side._setup = lambda: (begun.append(threading.current_thread().name), side.ready.set())
+    assert side.processors() == launch.conf.processors()  # an app's processor asked before the first claim
+    side.finished("finished")
+    side.begin()
+    assert begun == ["django-setup"]

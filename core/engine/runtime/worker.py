@@ -90,8 +90,10 @@ class Worker:
                  on_finish_many: Callable[[list[dict]], None] | None = None, report_in_background: bool = False,
                  install_signals: bool = True, threads: int = 16, async_tasks: int = 100,
                  time_limit_grace: float = 5.0, max_items: int = 0, max_memory_mb: float = 0,
-                 recycled: int = 0, exit_now: Callable[[int], None] | None = None):
+                 recycled: int = 0, exit_now: Callable[[int], None] | None = None,
+                 on_serving: Callable[[], None] | None = None):
         self.client, self.queues, self.processors = client, list(queues), processors
+        self._on_serving = on_serving  # called once, after the first claim: work that may wait until then
         self.redis, self.keys, self.store = client.redis, client.keys, client.store
         self.burst, self.install_signals = burst, install_signals
         self.host, self.pid = socket.gethostname(), os.getpid()
@@ -161,7 +163,9 @@ class Worker:
                             reason = self._leaving or reason
                             break
                         continue
-                    if self.claims.claim_and_start():
+                    claimed = self.claims.claim_and_start()
+                    self._serving()
+                    if claimed:
                         self._reconnect_delay = 0.0
                         self.chores()  # between batches too (at most every TICK_INTERVAL), never before one
                         continue
@@ -179,6 +183,11 @@ class Worker:
             self._teardown()
             log.info("worker %s exiting: %s", self.id, reason)
         return self._exit_code
+
+    def _serving(self) -> None:
+        if self._on_serving is not None:
+            on, self._on_serving = self._on_serving, None
+            on()
 
     def stop(self) -> None:
         self._stop.set()
