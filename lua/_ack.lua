@@ -6,28 +6,6 @@
   true when the caller knows the request is lean (ack_lean), else nil;
   `at` the time in ms when the caller has read it already, else nil.
 ]]
--- The common close of a lean request, its one item done: the counter, the
--- state and the event of finish_if_done in one read and one write of the meta.
--- Its leases and dead letters have no key left to expire (the item's lease
--- is gone, and a retried dead letter left the dead set). Returns false, with
--- nothing written, when the request is already closed (cancelled).
-local function finish_lean_done(now, retention, channel)
-  local v = redis.call('HMGET', R[1], 'state', 'dedup_key', 'done', 'failed', 'expired', 'id', 'queue', 'priority',
-                       'concurrency')
-  if TERMINAL[v[1]] then return false end
-  local done, failed, expired = (tonumber(v[3]) or 0) + 1, tonumber(v[4]) or 0, tonumber(v[5]) or 0
-  local final = 'completed'
-  if failed > 0 then final = 'failed' elseif expired > 0 then final = 'expired' end
-  redis.call('HSET', R[1], 'done', done, 'state', final, 'finished_at', now)
-  for _, k in ipairs({R[1], R[2], R[4]}) do redis.call('PEXPIRE', k, retention) end
-  if channel ~= '' then
-    redis.call('PUBLISH', channel, cjson.encode({
-      type = 'finished', id = v[6], queue = v[7], state = final, total = 1, done = done, failed = failed,
-      expired = expired, priority = tonumber(v[8]) or 0, concurrency = tonumber(v[9]) or 0, t = now}))
-  end
-  return true, final, v[2] or ''
-end
-
 local function ack_request(worker, retention, channel, A, first, last, lean, at)
   local now = at or now_ms()
   local counted, done, failed = 0, 0, 0

@@ -12,14 +12,22 @@ local function counts(meta)
   return tonumber(v[1]) or 0, tonumber(v[2]) or 0, tonumber(v[3]) or 0, tonumber(v[4]) or 0, v[5] == '1', v[6], v[7]
 end
 
-local function publish(meta, channel, now, kind)
-  if channel == '' then return end
-  local v = redis.call('HMGET', meta, 'id', 'queue', 'state', 'total', 'done', 'failed', 'expired', 'priority', 'concurrency')
-  redis.call('HSET', meta, 'pub', now)
+-- the meta fields an event carries, in the order announce reads them
+local EVENT_FIELDS = {'id', 'queue', 'state', 'total', 'done', 'failed', 'expired', 'priority', 'concurrency'}
+
+-- An event of kind `kind` from v, the values of EVENT_FIELDS.
+local function announce(channel, kind, v, now)
   redis.call('PUBLISH', channel, cjson.encode({
     type = kind, id = v[1], queue = v[2], state = v[3], total = tonumber(v[4]) or 0,
     done = tonumber(v[5]) or 0, failed = tonumber(v[6]) or 0, expired = tonumber(v[7]) or 0,
     priority = tonumber(v[8]) or 0, concurrency = tonumber(v[9]) or 0, t = now}))
+end
+
+local function publish(meta, channel, now, kind)
+  if channel == '' then return end
+  local v = redis.call('HMGET', meta, unpack(EVENT_FIELDS))
+  redis.call('HSET', meta, 'pub', now)
+  announce(channel, kind, v, now)
 end
 
 -- Progress messages are coalesced to one per 50 ms per request.
@@ -32,16 +40,40 @@ local function expire_all(retention_ms)
   for i = 1, 5 do redis.call('PEXPIRE', R[i], retention_ms) end
 end
 
+local function final_state(failed, expired)
+  if failed > 0 then return 'failed' elseif expired > 0 then return 'expired' end
+  return 'completed'
+end
+
 -- Close the request when every item has an outcome; true if it closed now,
 -- then its state and de-dup key.
 local function finish_if_done(now, retention_ms, channel)
   local total, done, failed, expired, finalized, state, dedup = counts(R[1])
   if TERMINAL[state] or not finalized or done + failed + expired < total then return false, state, dedup end
-  local final = 'completed'
-  if failed > 0 then final = 'failed' elseif expired > 0 then final = 'expired' end
+  local final = final_state(failed, expired)
   redis.call('HSET', R[1], 'state', final, 'finished_at', now)
   expire_all(retention_ms)
   publish(R[1], channel, now, 'finished')
+  return true, final, dedup
+end
+
+-- finish_if_done for a lean request (total 1, finalized) whose one item is
+-- done now, counter included, in one read and one write of the meta: the
+-- common close of the drain. Its leases and dead letters have no key left to
+-- expire (the item's lease is gone; a retried dead letter left the dead set).
+-- False, with nothing written, when the request is closed already (cancelled).
+local function finish_lean_done(now, retention_ms, channel)
+  local v = redis.call('HMGET', R[1], 'dedup_key', unpack(EVENT_FIELDS))
+  local dedup = table.remove(v, 1) or ''
+  if TERMINAL[v[3]] then return false end
+  local done = (tonumber(v[5]) or 0) + 1
+  local final = final_state(tonumber(v[6]) or 0, tonumber(v[7]) or 0)
+  redis.call('HSET', R[1], 'done', done, 'state', final, 'finished_at', now)
+  for _, k in ipairs({R[1], R[2], R[4]}) do redis.call('PEXPIRE', k, retention_ms) end
+  if channel ~= '' then
+    v[3], v[5] = final, done
+    announce(channel, 'finished', v, now)
+  end
   return true, final, dedup
 end
 

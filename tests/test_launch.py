@@ -60,11 +60,19 @@ def test_a_worker_calls_on_serving_once_after_its_first_claim(engine):
     assert engine.status(sub.id)["state"] == "completed"
 
 
-def test_the_django_side_begins_its_set_up_once_when_a_processor_or_a_finish_needs_it_first():
+@pytest.mark.parametrize("first", ["processor", "finish"])
+def test_the_django_side_begins_its_set_up_once_when_a_processor_or_a_finish_needs_it_first(first):
+    """Before the worker's first claim, an app's processor or a finish to
+    record begins the set-up at once (else each would wait DJANGO_WAIT)."""
     side = launch.DjangoSide(sync_queues=False)
     begun = []
     side._setup = lambda: (begun.append(threading.current_thread().name), side.ready.set())
-    assert side.processors() == launch.conf.processors()  # an app's processor asked before the first claim
+    started = time.monotonic()
+    if first == "processor":
+        assert side.processors() == launch.conf.processors()
+    else:
+        side.finished("finished")
+    assert begun == ["django-setup"] and time.monotonic() - started < 5
     side.finished("finished")
-    side.begin()
+    side.begin()  # the worker's first claim, later: nothing more begins
     assert begun == ["django-setup"]
