@@ -35,6 +35,7 @@ from prometheus_client.registry import Collector
 from queueadmin.core import auth, clients, conf
 from queueadmin.core.engine.client.queue_client import QueueError
 from queueadmin.core.engine.features import stats
+from queueadmin.core.engine.store import packed
 from queueadmin.core.queries.dead import counts_by_queue
 
 log = logging.getLogger("queueadmin.metrics")
@@ -107,12 +108,22 @@ class QueueCollector(Collector):
             dead.add_metric([name], dead_letters.get(name, figures["dead"]))
             paused.add_metric([name], int(figures["paused"]))
             requests.add_metric([name], figures["requests"])
-            first = client.redis.zrange(client.keys.queue(name).index, 0, 0, withscores=True)
-            oldest.add_metric([name], max(0.0, round(now - first[0][1] / 1000, 3)) if first else 0)
+            first = _oldest_created(client, name)
+            oldest.add_metric([name], max(0.0, round(now - first / 1000, 3)) if first else 0)
             latency.add_metric([name], round(figures["latency"], 3))
             workers_q.add_metric([name], sum(1 for queues in live.values() if name in queues))
         return [depth, by_priority, in_flight, scheduled, dead, paused, requests, oldest, latency, workers_q, workers,
                 *engine_families(client.redis, client.keys, names)]
+
+
+def _oldest_created(client, queue: str) -> int | None:
+    """When (ms) the oldest live request of a queue was made: the head of its
+    index, or a one-item request waiting packed, which the index leaves out."""
+    first = client.redis.zrange(client.keys.queue(queue).index, 0, 0, withscores=True)
+    bands = packed.waiting_counts(client.redis, client.keys, queue)
+    times = [int(first[0][1])] if first else []
+    times += [t for t in [packed.oldest_waiting(client.redis, client.keys, queue, bands)] if t is not None]
+    return min(times, default=None)
 
 
 def engine_families(r, keys, queues: list[str]) -> list:

@@ -30,11 +30,14 @@ end
 
 --[[
   A waiting one-item request that submit_one made packed (docs/keys.md) has
-  no reqs entry: its one token, rid#1, waiting in tokens in the band of its
-  priority, stands for it. The script that first claims it, changes its
-  priority or retires it acts as if its entry were "p|1|1|q" (adjust and the
-  claim step write that entry then). Only an id made in its queue's slot
-  (HEXID-TAG, core/engine/store/keys.py) can be one: packable(rid).
+  no reqs entry and no index entry: its one token, rid#1, waiting in tokens
+  in the band of its priority, stands for it, and the queue's `packed` hash
+  counts it under that band (count_packed), so that the dashboard knows the
+  depth without an entry per request. The script that first claims it
+  or retires it acts as if its entry were "p|1|1|q" (the claim step writes
+  that entry then, and counts it out); a change of priority moves its token
+  and its count. Only an id made in its queue's slot (HEXID-TAG,
+  core/engine/store/keys.py) can be one: packable(rid).
   waiting_packed(tokens, rid): its priority while it waits so, else nil;
   call it only when reqs has no entry.
 ]]
@@ -50,6 +53,12 @@ local function waiting_packed(tokens_key, rid)
   if not packable(rid) then return nil end
   local score = redis.call('ZSCORE', tokens_key, rid .. '#1')
   return score and band_priority(score) or nil
+end
+
+-- n more (or fewer) requests waiting packed in band p of the `packed` hash; a band at 0 goes,
+-- and one never drops below 0 (a request packed by a release before this count is counted out too)
+local function count_packed(key, p, n)
+  if tonumber(redis.call('HINCRBY', key, p, n)) <= 0 then redis.call('HDEL', key, p) end
 end
 
 -- a request is live (registered) in its queue: its reqs entry, or its token while it waits packed
@@ -83,7 +92,7 @@ local function group_seqs(tokens_key, seq_key, groups_key, g, p, n)
   return base
 end
 
--- The same for many tokens in one call (cycle-15's returns): the band heads,
+-- The same for many tokens in one call (cycle-16's returns): the band heads,
 -- the counter and each group's last sequence are read once into `memo`
 -- (heads as found before the first of these tokens went back), and written
 -- back by group_seqs_flush(memo, seq, groups) at the end.
@@ -136,7 +145,7 @@ end
 -- an older rest is a dead worker's.
 local REST_MS = 2000
 
--- Handoffs (submit_one-19) are JSON arrays on the wake list: [worker, request
+-- Handoffs (submit_one-20) are JSON arrays on the wake list: [worker, request
 -- id, take answer, rest began]. Remove those made for `worker` and return them.
 local function take_handoffs(wake_key, worker)
   local out = {}

@@ -1,13 +1,14 @@
 --[[
   Registering a created request with its queue: the body of enqueue-9, and
   of submit_one, which creates a one-item request and registers it in one
-  call. Q[1..9] are enqueue-9's KEYS; the arguments are its ARGV (tokens:
+  call. Q[1..9] are enqueue-9's KEYS, Q[10] the queue's `packed` counts
+  (submit_one only); the arguments are its ARGV (tokens:
   the most tokens to make, far: true when the ready time is in a schedule
   shard; marker: the wake marker, see _common.lua, or false for
   none: submit_one hands the item off; g: the request's group, nil for
   none: its tokens get their group's places, see group_seqs; packed: true
   for a one-item request of submit_one that waits packed, which gets no reqs
-  entry, see waiting_packed; at: the time in ms when the caller has read
+  entry and no index entry but a count in Q[10], see waiting_packed; at: the time in ms when the caller has read
   it already, else nil); returns its answer.
 ]]
 local function register(Q, rid, p, c, dkey, delay, tokens, far, rate, marker, g, packed, at)
@@ -21,7 +22,7 @@ local function register(Q, rid, p, c, dkey, delay, tokens, far, rate, marker, g,
   end
 
   local now = at or now_ms()
-  redis.call('ZADD', Q[7], now, rid)
+  if packed then count_packed(Q[10], p, 1) else redis.call('ZADD', Q[7], now, rid) end
   if rate ~= '' then redis.call('HSET', Q[8], 'lim:' .. rid, rate) end
   if delay > 0 then
     redis.call('HSET', Q[3], rid, req_value(p, c, m, 's', g))

@@ -1,12 +1,15 @@
 --[[
   Retiring a finished request from its queue's dispatch: the body of
-  retire-10, and of ack_lean, which retires the one-item requests it closes.
-  Q[1..10] are retire-10's KEYS; returns its answer.
+  retire-11, and of ack_lean, which retires the one-item requests it closes.
+  Q[1..11] are retire-11's KEYS; returns its answer.
 ]]
 local function retire_request(Q, rid, dkey)
   local _, _, m = parse_req(redis.call('HGET', Q[2], rid))
   local packed = not m and waiting_packed(Q[1], rid) -- cancelled while it waited packed: its one token
-  if packed then m = 1 end
+  if packed then
+    m = 1
+    count_packed(Q[11], packed, -1)
+  end
   if dkey ~= '' and redis.call('HGET', Q[6], dkey) == rid then
     redis.call('HDEL', Q[6], dkey)
   end

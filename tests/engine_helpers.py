@@ -152,4 +152,5 @@ def max_overlap(records) -> int:
 def dispatch_is_empty(client, queue="default") -> bool:
     qk = client.keys.queue(queue)
     r = client.redis
-    return not (r.zcard(qk.tokens) or r.hlen(qk.held) or r.zcard(qk.parked) or r.hlen(qk.reqs))
+    return not (r.zcard(qk.tokens) or r.hlen(qk.held) or r.zcard(qk.parked) or r.hlen(qk.reqs)
+                or r.hlen(qk.packed))  # counts of requests waiting packed (store/packed.py) back to none

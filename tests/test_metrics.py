@@ -116,6 +116,20 @@ def test_queue_gauges(engine, client, key, r):
     assert 0 <= value(f, "queueadmin_queue_oldest_request_age_seconds", **q) < 60
 
 
+def test_the_oldest_request_counts_one_item_requests_waiting_packed(engine, client, key, r):
+    """A one-item request waiting packed has no index entry (engine/store/packed.py):
+    the gauge of the oldest live request finds it at the head of its band."""
+    old = engine.submit("default", "echo", ["x"], priority=30, dedup=False)
+    engine.submit("default", "echo", ["a", "b"], dedup=False)
+    assert r.zscore(engine.keys.queue("default").index, old.id) is None
+    r.hset(engine.keys.request(old.id).meta, "created_at", int((time.time() - 3600) * 1000))
+    f = scrape(client, key)
+    q = {"queue": "default"}
+    assert 3590 <= value(f, "queueadmin_queue_oldest_request_age_seconds", **q) < 3700
+    assert value(f, "queueadmin_queue_requests", **q) == 2
+    assert value(f, "queueadmin_queue_depth_by_priority", priority="30", **q) == 1
+
+
 def test_live_and_dead_workers(engine, client, key, settings, r):
     registry = Registry(r, engine.keys)
     registry.register("w1", "w1", "host", 1, ["default", "other"])

@@ -11,7 +11,7 @@ import redis as redis_lib
 
 from queueadmin.core import clients
 from queueadmin.core.engine.features.encryption import open_record, payload_value
-from queueadmin.core.engine.store.packed import unpacked_values
+from queueadmin.core.engine.store.packed import unindexed, unpacked_values
 from queueadmin.core.models import Queue
 
 META_FIELDS = ("total", "done", "failed", "expired", "priority", "state", "discarded", "processor")
@@ -109,9 +109,26 @@ def queue_names() -> list[str]:
     return sorted(names)
 
 
-def live_meta(queue: str, fields: list[str], limit: int | None = None) -> list[tuple[str, list]]:
-    """(id, values of `fields`) of every live request of a queue (its index
-    zset, oldest first), or of the oldest `limit`, in one SORT whose GETs go
+def live_meta(queue: str, fields: list[str], limit: int | None = None, *,
+              counted: bool = True) -> list[tuple[str, list]]:
+    """(id, values of `fields`) of every live request of a queue: those of its
+    index, oldest first (or the oldest `limit`), then its one-item requests
+    that have no index entry (engine/store/packed.py unindexed: in flight,
+    parked, waiting among the first `limit` tokens; not `counted`: but those
+    waiting packed, which the caller reads the counts of)."""
+    rows = _indexed_meta(queue, fields, limit)
+    extra = unindexed(rdb(), keys(), queue, limit, counted=counted)
+    if extra:
+        pipe = rdb().pipeline(transaction=False)
+        for rid in extra:
+            pipe.hmget(keys().request(rid).meta, *fields)
+        rows += [(rid, unpacked_values(fields, values)) for rid, values in zip(extra, pipe.execute())]
+    return rows
+
+
+def _indexed_meta(queue: str, fields: list[str], limit: int | None) -> list[tuple[str, list]]:
+    """(id, values of `fields`) of every request of a queue's index
+    (oldest first), or of the oldest `limit`, in one SORT whose GETs go
     through both layouts of a request's keys (its own slot, or its queue's
     for a one-item request: core/engine/keys.py); on Redis Cluster (no GET
     across slots), a pipeline of HMGETs. A SORT blocks Redis while it runs
@@ -156,7 +173,7 @@ def started_meta(queue: str) -> tuple[list[tuple[str, dict]], bool]:
     others is left out: a full read of a queue of a million waiting
     requests kept Redis busy for seconds, and these pages refresh by
     themselves."""
-    rows = live_meta(queue, META_FIELDS, limit=SAMPLE)
+    rows = _indexed_meta(queue, META_FIELDS, limit=SAMPLE)  # the unindexed in flight or parked: token_requests
     seen = {rid for rid, _ in rows}
     extra = sorted(token_requests(queue) - seen)
     if extra:

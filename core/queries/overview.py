@@ -6,6 +6,7 @@ import time
 
 from queueadmin.core.engine.features import latency, ratelimit
 from queueadmin.core.engine.client.queue_client import TERMINAL
+from queueadmin.core.engine.store.packed import oldest_waiting, waiting_counts
 from queueadmin.core.models import RequestRecord
 
 from .base import SAMPLE, _int, keys, live_meta, queue_names, rdb
@@ -24,8 +25,9 @@ SINCE_FIELDS = ("created_at", "not_before")
 
 def _queue_counters(queue: str) -> tuple[list, list]:
     """Flat [total, done, failed, priority, state, discarded, ...] of the oldest SAMPLE live requests
-    of a queue, and its (id, created_at, not_before) each: one SORT with GETs (no per-request round trips)."""
-    rows = live_meta(queue, OVERVIEW_FIELDS + SINCE_FIELDS, limit=SAMPLE)
+    of a queue, and its (id, created_at, not_before) each: one SORT with GETs (no per-request round trips).
+    Those waiting packed are left to their counts (queue_overview)."""
+    rows = live_meta(queue, OVERVIEW_FIELDS + SINCE_FIELDS, limit=SAMPLE, counted=False)
     width = len(OVERVIEW_FIELDS)
     return [v for _, values in rows for v in values[:width]], [(rid, *values[width:]) for rid, values in rows]
 
@@ -57,8 +59,9 @@ def queue_overview(name: str, held_tokens: list[str], config: dict) -> dict:
     r, k = rdb(), keys()
     qk = k.queue(name)
     flat, since = _queue_counters(name)
-    live = len(since) if len(since) < SAMPLE else r.zcard(qk.index)
-    scale = live / len(since) if since else 1.0  # > 1: the rest estimated from the oldest SAMPLE
+    indexed = r.zcard(qk.index)
+    live = indexed + max(0, len(since) - min(indexed, SAMPLE))  # and the unindexed read (in flight, parked)
+    scale = live / len(since) if since and indexed >= SAMPLE else 1.0  # > 1: the rest estimated from the oldest SAMPLE
     by_priority: dict[int, int] = {}
     scheduled = failed_live = running = queued = sched_requests = 0
     terminal = set(TERMINAL)
@@ -94,7 +97,12 @@ def queue_overview(name: str, held_tokens: list[str], config: dict) -> dict:
                 p = int(v.split("|")[0])
                 if by_priority.get(p):
                     by_priority[p] -= 1
+    packed = waiting_counts(r, k, name)  # one-item requests waiting packed, counted by band (exact)
+    for p, n in packed.items():
+        by_priority[p] = by_priority.get(p, 0) + n
+    queued, live = queued + sum(packed.values()), live + sum(packed.values())
     by_priority = {p: n for p, n in by_priority.items() if n > 0}
+    oldest = latency.oldest([_oldest_waiting(flat, since, held_tokens), _ms(oldest_waiting(r, k, name, packed))])
     return {
         "estimated": scale > 1,  # the counts of a queue of more than SAMPLE live requests
         "live_requests": live,
@@ -111,7 +119,7 @@ def queue_overview(name: str, held_tokens: list[str], config: dict) -> dict:
         "in_flight": in_flight,
         "scheduled": scheduled,
         "dead": failed_live,
-        "latency": latency.age(_oldest_waiting(flat, since, held_tokens)),
+        "latency": latency.age(oldest),
     }
 
 

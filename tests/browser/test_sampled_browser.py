@@ -18,8 +18,8 @@ pytestmark = pytest.mark.timeout(180)
 def past_the_sample(redis_url):
     eng = services.engine()
     eng.define_queue("default")
-    for i in range(SAMPLE + 1):  # waiting one-item requests, older than the one taken
-        eng.submit("default", "echo", [i], priority=10, dedup=False)
+    for i in range(SAMPLE + 1):  # waiting requests, older than the one taken (of two items: one-item
+        eng.submit("default", "echo", [i, -i], priority=10, dedup=False)  # ones waiting packed are not sampled)
     late = eng.submit("default", "echo", ["late"], priority=90, dedup=False).id
     rid, _ = ghost_take(eng, "default")
     assert rid == late

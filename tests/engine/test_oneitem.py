@@ -35,7 +35,7 @@ def claim(qc, queue, worker, want, workers=1):
     cfg = qc.queue_config(queue)
     return qc.scripts("cycle", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked, qk.wake, qk.config,
                                 qk.lastserved, qk.rate, qk.ratelog, qk.needs,
-                                      qk.groups, qk.glimits, qk.gheld], [worker, cfg.lease_ms, want, 0, workers])[1:]
+                                      qk.groups, qk.glimits, qk.gheld, qk.packed], [worker, cfg.lease_ms, want, 0, workers])[1:]
 
 
 # -- where a one-item request lives ----------------------------------------------
@@ -91,6 +91,62 @@ def test_while_a_worker_of_an_older_release_serves_the_queue_requests_wait_in_th
     qc.redis.hdel(qk.can, "old:1:aa")
     burst(qc)
     assert [[r["result"] for r in qc.results(s.id)] for s in (old, new)] == [["o"], ["n"]]
+    assert dispatch_is_empty(qc)
+
+
+def test_a_waiting_one_item_request_has_no_index_entry_and_its_band_counts_it(qc):
+    """Waiting packed, a one-item request is in neither reqs nor index: the
+    queue's packed hash counts it under its band (store/packed.py). A change
+    of priority moves the count, a cancel or a claim counts it out, and
+    readers find it where it is, waiting, then held."""
+    qk, r = qc.keys.queue("default"), qc.redis
+    a, b, c = (qc.submit("default", "echo", [x], priority=p, dedup=False) for x, p in (("a", 10), ("b", 50), ("c", 50)))
+    assert r.zcard(qk.index) == 0 and r.hgetall(qk.packed) == {"10": "1", "50": "2"}
+    qc.set_priority(a.id, 90)
+    assert r.hgetall(qk.packed) == {"90": "1", "50": "2"}
+    qc.cancel(c.id)
+    assert r.hgetall(qk.packed) == {"90": "1", "50": "1"}
+    assert packed.waiting_counts(r, qc.keys, "default") == {90: 1, 50: 1}
+    assert claim(qc, "default", "w1", 1) == [f"{a.id}#1"]
+    assert r.hgetall(qk.packed) == {"50": "1"} and r.zcard(qk.index) == 0
+    assert packed.unindexed(r, qc.keys, "default") == [a.id, b.id]
+    assert packed.unindexed(r, qc.keys, "default", counted=False) == [a.id]
+    assert set(qc.live_requests("default")) == {a.id, b.id}
+    assert packed.oldest_waiting(r, qc.keys, "default", [50]) == int(qc.redis.hget(qc.keys.request(b.id).meta,
+                                                                                   "created_at"))
+    qc.redis.hdel(qk.held, f"{a.id}#1")  # as if its worker died: the lease brings it back
+    qc.redis.zadd(qk.leases, {f"{a.id}#1": 0})
+    burst(qc)
+    assert [[x["result"] for x in qc.results(s.id)] for s in (a, b)] == [["a"], ["b"]]
+    assert dispatch_is_empty(qc) and r.zcard(qk.index) == 0
+
+
+def test_aging_moves_a_packed_requests_count_with_its_token(qc):
+    qk, r = qc.keys.queue("default"), qc.redis
+    sub = qc.submit("default", "echo", ["old"], priority=10, dedup=False)
+    qc.store.queue.tick("default", 100, 50)  # its clock starts
+    time.sleep(0.22)
+    qc.store.queue.tick("default", 100, 50)  # 4 intervals waited: 4 levels up
+    assert r.hgetall(qk.packed) == {"14": "1"}
+    assert claim(qc, "default", "w1", 1) == [f"{sub.id}#1"] and not r.exists(qk.packed)
+
+
+def test_a_request_packed_by_the_release_before_is_counted_out_without_going_below_none(qc):
+    """A release before the counts indexed its packed requests and counted
+    none: claiming one takes a count that is not there, which stays at none
+    (lua/_common.lua count_packed), and the queue still drains whole."""
+    qk, r = qc.keys.queue("default"), qc.redis
+    old = qc.submit("default", "echo", ["old"], dedup=False)
+    r.zadd(qk.index, {old.id: 1})
+    r.hdel(qk.packed, "50")  # as the release before left it
+    new = qc.submit("default", "echo", ["new"], dedup=False)
+    assert claim(qc, "default", "w1", 1) == [f"{old.id}#1"]
+    assert r.hget(qk.packed, "50") is None  # not "-1"... and not "0"
+    assert claim(qc, "default", "w1", 1) == [f"{new.id}#1"] and not r.exists(qk.packed)
+    r.hdel(qk.held, f"{old.id}#1", f"{new.id}#1")
+    r.zadd(qk.leases, {f"{old.id}#1": 0, f"{new.id}#1": 0})
+    burst(qc)
+    assert [[x["result"] for x in qc.results(s.id)] for s in (old, new)] == [["old"], ["new"]]
     assert dispatch_is_empty(qc)
 
 

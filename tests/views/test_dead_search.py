@@ -98,12 +98,14 @@ def test_bulk_pages_refuse_bad_ids_and_viewers(client, staff, eng):
 def test_queue_clear_confirms_n_and_cancels_every_live_request(staff, eng):
     eng.set_paused("default", True)
     subs = [eng.submit("default", "echo", list(range(5)), dedup=False) for _ in range(3)]
+    subs += [eng.submit("default", "echo", [i], dedup=False) for i in range(4)]  # waiting packed: no index entry
     ask = staff.post("/queues/default/clear/", {})
-    assert ask.status_code == 200 and "15" in ask.content.decode() and "3 live requests" in ask.content.decode()
+    assert ask.status_code == 200 and "19" in ask.content.decode() and "7 live requests" in ask.content.decode()
     done = staff.post("/queues/default/clear/", {"confirm": "1"})
     assert done.status_code == 302 and "/bulk/" in done["Location"]
     wait_for(lambda: all(eng.status(s.id)["state"] == "cancelled" for s in subs), timeout=30)
-    assert "3 requests cancelled" in staff.get(done["Location"]).content.decode()
+    assert "7 requests cancelled" in staff.get(done["Location"]).content.decode()
+    assert not eng.redis.exists(eng.keys.queue("default").packed)  # counted out as cancelled
     assert staff.post("/queues/nope/clear/", {}, follow=True).status_code == 200
 
 

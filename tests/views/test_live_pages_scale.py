@@ -25,9 +25,9 @@ def small_sample(monkeypatch):
     monkeypatch.setattr(base, "NEXT_IN_LINE", 2)
 
 
-def backlog(eng, n=6):
-    """n waiting one-item requests, older than what the test makes next."""
-    return [eng.submit("default", "echo", [i], priority=10, dedup=False).id for i in range(n)]
+def backlog(eng, n=6, items=2):
+    """n waiting requests of `items` items, older than what the test makes next."""
+    return [eng.submit("default", "echo", [i] * items, priority=10, dedup=False).id for i in range(n)]
 
 
 def test_an_item_in_flight_past_the_sample_is_listed_and_the_page_says_it_samples(staff, eng, small_sample):
@@ -66,3 +66,14 @@ def test_below_the_sample_every_live_request_is_read_and_nothing_is_marked(staff
     assert [(r["request"], r["entry"]) for r in found["rows"]] == [(rid, entry)] and not found["sampled"]
     assert "oldest" not in staff.get(reverse("queueadmin:inflight")).content.decode()
     assert staff.get(reverse("queueadmin:dead")).context["count_label"] == "0"
+
+
+def test_a_backlog_waiting_packed_is_never_sampled_here(staff, eng, small_sample):
+    """One-item requests waiting packed have no index entry (engine/store/packed.py)
+    and nothing in flight or dead: however many wait, these pages read exactly."""
+    backlog(eng, n=8, items=1)
+    late = eng.submit("default", "echo", ["late"], priority=90, dedup=False)
+    rid, entry = ghost_take(eng, "default")
+    found = queries.inflight_page(None, False, 1, 50)
+    assert rid == late.id and [(r["request"], r["entry"]) for r in found["rows"]] == [(late.id, entry)]
+    assert not found["sampled"] and staff.get(reverse("queueadmin:dead")).context["count_label"] == "0"

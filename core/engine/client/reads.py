@@ -13,7 +13,7 @@ from queueadmin.core.engine.features import latency
 from queueadmin.core.engine.features.encryption import open_record, payload_value
 from queueadmin.core.engine.states import TERMINAL  # noqa: F401 (read from here by the Django side too)
 from queueadmin.core.engine.store import Store
-from queueadmin.core.engine.store.packed import item_of, unpacked_meta
+from queueadmin.core.engine.store.packed import item_of, unindexed, unpacked_meta
 
 _COUNTERS = ("total", "done", "failed", "expired", "priority", "concurrency")
 _TIMES = ("created_at", "started_at", "finished_at", "not_before", "expires_at")
@@ -158,7 +158,8 @@ class Reads:
     def live_requests(self, queue: str) -> dict[str, dict]:
         """Registered requests of a queue: id -> {priority, concurrency, scheduled}:
         those of its reqs hash, and one-item requests waiting packed, which
-        have no entry there (lua/_common.lua waiting_packed): the rest of its index."""
+        have no entry there (lua/_common.lua waiting_packed): the rest of its
+        index, and those it does not list (store/packed.py unindexed)."""
         qk = self.keys.queue(queue)
         pipe = self.redis.pipeline(transaction=False)
         pipe.hgetall(qk.reqs)
@@ -168,7 +169,7 @@ class Reads:
         for rid, v in reqs.items():
             p, c, _, s = v.split("|")[:4]
             out[rid] = {"priority": int(p), "concurrency": int(c), "scheduled": s == "s"}
-        packed = [rid for rid in index if rid not in out]
+        packed = [rid for rid in dict.fromkeys([*index, *unindexed(self.redis, self.keys, queue)]) if rid not in out]
         if packed:
             pipe = self.redis.pipeline(transaction=False)
             for rid in packed:

@@ -20,7 +20,7 @@ kept before it (about one batch of fast items, BATCH_WINDOW).
 
 `Keeping` owns every token the worker is done with until a round trip
 (cycle.py) carries it: its `releases` per queue (token, mode, until; the
-ARGV tail of cycle-15), its kept tokens, and the tokens of one-item
+ARGV tail of cycle-16), its kept tokens, and the tokens of one-item
 requests that wait for their acknowledgement's answer.
 """
 from __future__ import annotations
@@ -39,7 +39,7 @@ KEEP_WINDOW = BATCH_WINDOW  # seconds a token may be kept since it was claimed f
 class Keeping:
     def __init__(self, store: Store, pace: Pace, queues: list[str]):
         self.store, self.keys, self.pace = store, store.keys, pace
-        self.releases: dict[str, list] = {q: [] for q in queues}  # queue -> token, mode, until (cycle-15's ARGV)
+        self.releases: dict[str, list] = {q: [] for q in queues}  # queue -> token, mode, until (cycle-16's ARGV)
         self.kept: dict[str, list[Item]] = {}  # queue -> acknowledged items whose tokens are kept
         self.deferred: list[Item] = []  # one-item requests' items whose token waits for their ack's answer
         self._capped: dict[str, float] = {}  # queue -> until when its claims need not be tried again

@@ -108,8 +108,12 @@ class QueueKeys:
         return self._k("config")
 
     @property
-    def index(self) -> str:  # ZSET request id -> created (ms), every live request
+    def index(self) -> str:  # ZSET request id -> created (ms), every live request but those waiting packed
         return self._k("index")
+
+    @property
+    def packed(self) -> str:  # HASH priority -> one-item requests waiting packed in its band (store/packed.py)
+        return self._k("packed")
 
     @property
     def lastserved(self) -> str:  # HASH request id -> last claim (ms), for aging
@@ -156,7 +160,7 @@ class QueueKeys:
     def all_dispatch(self) -> list[str]:
         """The keys of the queue's slot (all but the schedule shards)."""
         return [self.tokens, self.seq, self.held, self.leases, self.parked, self.reqs, self.sched, self.dedup,
-                self.wake, self.idle, self.config, self.index, self.lastserved, self.rate, self.ratelog,
+                self.wake, self.idle, self.config, self.index, self.packed, self.lastserved, self.rate, self.ratelog,
                 self.needs, self.orphans, self.can, self.reviewed, self.groups, self.glimits, self.gheld]
 
 

@@ -5,10 +5,20 @@ field ``p``, and none of the fields every such request has at first. The
 first script that takes or cancels it unpacks it (``unpack_lean`` in
 lua/_request.lua): the meta gets those fields, and the item its own small
 hash. Readers here see a packed request exactly as an unpacked one.
+
+Such a request never gets an entry in its queue's ``index`` (lua/_register.lua):
+while it waits, its token stands for it and the queue's ``packed`` hash counts
+it under its band; once claimed, its token is held or parked. ``unindexed``
+finds these requests where they are, and ``waiting_counts`` reads the counts.
 """
 from __future__ import annotations
 
 import time
+
+from .keys import PRIORITY_BAND, Keys
+
+ZMSCORE_BATCH = 10_000  # ids per ZMSCORE (Redis 6.2+)
+HEAD_READ = 20  # tokens read at each band's head to find its first packed one
 
 PAYLOAD = "p"  # the meta field that holds a packed request's payload
 # What unpack_lean adds to the meta (besides `id`), as Redis returns it.
@@ -38,6 +48,53 @@ def unpacked_values(fields: tuple | list, values: list) -> list:
     if values[fields.index("total")] is not None or all(v is None for v in values):
         return values
     return [DEFAULTS.get(f) if v is None else v for f, v in zip(fields, values)]
+
+
+def unindexed(redis, keys: Keys, queue: str, limit: int | None = None, *, counted: bool = True) -> list[str]:
+    """The live one-item requests of `queue` without an index entry: those
+    holding a token (in flight) or parking one (a retry due), then those
+    whose token waits, in the order they are claimed, among the first
+    `limit` waiting tokens (None: all of them). Not `counted`: without those
+    waiting packed, which the queue's counts stand for (waiting_counts)."""
+    qk = keys.queue(queue)
+    pipe = redis.pipeline(transaction=False)
+    pipe.hkeys(qk.held)
+    pipe.zrange(qk.parked, 0, -1)
+    pipe.zrange(qk.tokens, 0, -1 if limit is None else max(0, limit - 1))
+    tokens = [t for got in pipe.execute() for t in got]
+    rids = [rid for rid in dict.fromkeys(t.rpartition("#")[0] for t in tokens) if keys.in_queue_slot(rid)]
+    out = []
+    for i in range(0, len(rids), ZMSCORE_BATCH):
+        batch = rids[i:i + ZMSCORE_BATCH]
+        out += [rid for rid, score in zip(batch, redis.zmscore(qk.index, batch)) if score is None]
+    if out and not counted:  # one waiting packed has no reqs entry (lua/_common.lua waiting_packed)
+        out = [rid for rid, entry in zip(out, redis.hmget(qk.reqs, out)) if entry is not None]
+    return out
+
+
+def waiting_counts(redis, keys: Keys, queue: str) -> dict[int, int]:
+    """Priority -> how many of the queue's one-item requests wait packed in its band."""
+    return {int(p): int(n) for p, n in redis.hgetall(keys.queue(queue).packed).items() if int(n) > 0}
+
+
+def oldest_waiting(redis, keys: Keys, queue: str, priorities) -> int | None:
+    """When (ms) the oldest of the requests waiting packed in the bands of
+    `priorities` was made: each band's first such token is its oldest
+    (tokens wait in order), unless aging lifted a younger one there."""
+    qk, found = keys.queue(queue), []
+    pipe = redis.pipeline(transaction=False)
+    for p in priorities:
+        low = (99 - p) * PRIORITY_BAND
+        pipe.zrangebyscore(qk.tokens, low, f"({low + PRIORITY_BAND}", start=0, num=HEAD_READ)
+    for heads in pipe.execute():
+        found += [t[:-2] for t in heads if t.endswith("#1") and keys.in_queue_slot(t[:-2])][:1]
+    if not found:
+        return None
+    indexed = redis.zmscore(qk.index, found)  # such a head does not wait packed: the index's own head counts it
+    pipe = redis.pipeline(transaction=False)
+    for rid in found:
+        pipe.hget(keys.request(rid).meta, "created_at")
+    return min((int(c) for c, score in zip(pipe.execute(), indexed) if c and score is None), default=None)
 
 
 # A worker that reads packed requests says so in its queues' `can` hashes

@@ -22,7 +22,7 @@ from queueadmin.core.engine.store.trip import Trip
 
 
 class Claimed(NamedTuple):
-    """A cycle-15 answer."""
+    """A cycle-16 answer."""
 
     wait_ms: int  # 0; the ms until a rate limit that held back the claim frees a start; -1: only
     # tokens of requests whose processor this worker lacks wait (it passed them over)
@@ -30,7 +30,7 @@ class Claimed(NamedTuple):
 
 
 class EnqueueCode(enum.IntEnum):
-    """What enqueue-9 (and submit_one-19) did with a request."""
+    """What enqueue-9 (and submit_one-20) did with a request."""
 
     QUEUED = 0
     SCHEDULED = 1
@@ -48,7 +48,7 @@ def enqueued(raw) -> Enqueued:
 
 
 class Ticked(NamedTuple):
-    """A tick-9 answer."""
+    """A tick-10 answer."""
 
     promoted: list[str]  # scheduled requests now queued
     reaped: int  # tokens whose lease ran out, taken back
@@ -57,14 +57,14 @@ class Ticked(NamedTuple):
 
 
 class Adjusted(NamedTuple):
-    """An adjust-6 answer: the request's priority and concurrency before."""
+    """An adjust-7 answer: the request's priority and concurrency before."""
 
     priority: int
     concurrency: int
 
 
 class Handoff(NamedTuple):
-    """A handoff on a wake list (submit_one-19): a one-item request whose
+    """A handoff on a wake list (submit_one-20): a one-item request whose
     token was claimed, and item taken, for a resting worker."""
 
     worker: str  # the worker it was made for
@@ -101,12 +101,12 @@ _unparked = refusable("unpark", int)
 class QueueScripts:
     def __init__(self, scripts: Scripts, keys: Keys):
         self.scripts, self.keys = scripts, keys
-        self._cycle_keys: dict[str, list[str]] = {}  # queue -> cycle-15's keys (every round trip)
-        self._one_keys: dict[str, list[str]] = {}  # queue -> submit_one-19's keys after the request's
+        self._cycle_keys: dict[str, list[str]] = {}  # queue -> cycle-16's keys (every round trip)
+        self._one_keys: dict[str, list[str]] = {}  # queue -> submit_one-20's keys after the request's
 
     def cycle(self, queue: str, worker: str, lease_ms: int, want: int, *, aging: bool, live_workers: int,
               least_share: int, lacks: str, releases: list, trip: Trip | None = None):
-        """cycle-15: one dispatch round trip's claim of up to `want` tokens,
+        """cycle-16: one dispatch round trip's claim of up to `want` tokens,
         after the `releases` (in threes: token, return | park | drop, until
         ms) -> Claimed. `lacks`: the processors this worker cannot run, each
         between newlines ("" for none)."""
@@ -115,22 +115,22 @@ class QueueScripts:
             qk = self.keys.queue(queue)
             keys = self._cycle_keys[queue] = [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked, qk.wake,
                                               qk.config, qk.lastserved, qk.rate, qk.ratelog, qk.needs,
-                                              qk.groups, qk.glimits, qk.gheld]
+                                              qk.groups, qk.glimits, qk.gheld, qk.packed]
         return self.scripts.run(trip, "cycle", keys, [worker, lease_ms, want, 1 if aging else 0,
                                                       f"{live_workers}/{least_share}", lacks, *releases], _claimed)
 
     def tick(self, queue: str, batch: int, aging_ms: int, trip: Trip | None = None):
-        """tick-9: promote due scheduled requests, reap ran-out token leases,
+        """tick-10: promote due scheduled requests, reap ran-out token leases,
         wake parked tokens, age waiting requests -> Ticked."""
         qk = self.keys.queue(queue)
         return self.scripts.run(trip, "tick", [qk.sched, qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked,
-                                               qk.wake, qk.lastserved], [batch, aging_ms], _ticked)
+                                               qk.wake, qk.lastserved, qk.packed], [batch, aging_ms], _ticked)
 
     def retire(self, queue: str, rid: str, dedup_key: str = "", trip: Trip | None = None):
-        """retire-10: a finished request out of its queue's dispatch -> whether it was registered."""
+        """retire-11: a finished request out of its queue's dispatch -> whether it was registered."""
         qk = self.keys.queue(queue)
         return self.scripts.run(trip, "retire", [qk.tokens, qk.reqs, qk.held, qk.leases, qk.parked, qk.dedup,
-                                                 qk.sched, qk.index, qk.lastserved, qk.rate],
+                                                 qk.sched, qk.index, qk.lastserved, qk.rate, qk.packed],
                                 [rid, dedup_key or ""], _flag)
 
     def enqueue(self, queue: str, rid: str, *, priority: int, concurrency: int, dedup_key: str, delay_ms: int,
@@ -148,7 +148,7 @@ class QueueScripts:
     def submit_one(self, queue: str, rid: str, meta: dict, payload: str, *, priority: int, concurrency: int,
                    dedup_key: str, delay_ms: int, expires_ms: int, rate_spec: str, lease_ms: int, max_attempts: int,
                    retention_ms: int, channel: str, packed: bool = True, trip: Trip | None = None):
-        """submit_one-19: create and register a one-item request in the
+        """submit_one-20: create and register a one-item request in the
         queue's slot (or hand it to a resting worker; never one of a group,
         meta field `group`) -> Enqueued; EXISTS refuses. `packed`: it may
         wait packed (store/packed.py); else its meta carries its id, which
@@ -157,7 +157,8 @@ class QueueScripts:
         if keys is None:  # the queue's part of the keys, made once
             qk = self.keys.queue(queue)
             keys = self._one_keys[queue] = [qk.tokens, qk.seq, qk.reqs, qk.wake, qk.dedup, qk.sched, qk.index,
-                                            qk.rate, qk.held, qk.leases, qk.config, qk.idle, qk.can, qk.groups]
+                                            qk.rate, qk.held, qk.leases, qk.config, qk.idle, qk.can, qk.groups,
+                                            qk.packed]
         return self.scripts.run(trip, "submit_one", [*self.keys.request(rid).all(), *keys],
                                 [rid, priority, concurrency, dedup_key, delay_ms, expires_ms, 0, rate_spec, lease_ms,
                                  max_attempts, retention_ms, channel, *meta_fields(meta, packed=packed), payload],
@@ -165,10 +166,10 @@ class QueueScripts:
 
     def adjust(self, queue: str, rid: str, *, priority: int | None = None, concurrency: int | None = None,
                trip: Trip | None = None):
-        """adjust-6: a live request's new priority and/or concurrency ->
+        """adjust-7: a live request's new priority and/or concurrency ->
         Adjusted (the old ones); NOT_FOUND (not registered) refuses."""
         qk = self.keys.queue(queue)
-        return self.scripts.run(trip, "adjust", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.parked, qk.wake],
+        return self.scripts.run(trip, "adjust", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.parked, qk.wake, qk.packed],
                                 [rid, "" if priority is None else priority, "" if concurrency is None else concurrency],
                                 _adjusted)
 
@@ -216,12 +217,12 @@ class QueueScripts:
 
     def ack_lean(self, queue: str, worker: str, retention_ms: int, channel: str, acks: list[tuple[str, list]],
                  trip: Trip | None = None):
-        """ack_lean-10+5n: the outcomes of one-item requests of the queue's
+        """ack_lean-11+5n: the outcomes of one-item requests of the queue's
         slot, (request id, outcomes in sixes as ack-5's) each; retires those
         it closes -> one Acked per request, in order."""
         qk = self.keys.queue(queue)
         keys = [qk.tokens, qk.reqs, qk.held, qk.leases, qk.parked, qk.dedup, qk.sched, qk.index, qk.lastserved,
-                qk.rate]
+                qk.rate, qk.packed]
         args = [worker, retention_ms, channel]
         for rid, outcomes in acks:
             keys += self.keys.request(rid).all()

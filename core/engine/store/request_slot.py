@@ -106,7 +106,7 @@ def holders(raw) -> list[dict]:
 
 def meta_fields(meta: dict, packed: bool = False) -> list:
     """A mapping as the count-prefixed field/value list create-2 and
-    submit_one-19 take; `packed` (submit_one) leaves out what the script adds
+    submit_one-20 take; `packed` (submit_one) leaves out what the script adds
     when it unpacks the request (store/packed.py): the id, an empty de-dup key."""
     flat = [0]
     for k, v in meta.items():

@@ -66,7 +66,7 @@ def claim(qc, worker, n, queue="default"):
     qk, cfg = qc.keys.queue(queue), qc.queue_config(queue)
     _, *tokens = qc.scripts("cycle", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked, qk.wake, qk.config,
                                       qk.lastserved, qk.rate, qk.ratelog, qk.needs,
-                                      qk.groups, qk.glimits, qk.gheld], [worker, cfg.lease_ms, n, 0, 1])
+                                      qk.groups, qk.glimits, qk.gheld, qk.packed], [worker, cfg.lease_ms, n, 0, 1])
     return tokens
 
 

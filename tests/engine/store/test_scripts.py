@@ -126,7 +126,7 @@ def test_each_typed_call_runs_its_own_script_with_the_key_count_its_file_name_sa
 
 
 def test_the_registry_refuses_a_call_with_the_wrong_number_of_keys(r):
-    with pytest.raises(TypeError, match="takes 10 keys"):
+    with pytest.raises(TypeError, match="takes 11 keys"):
         Scripts(r).call("retire", ["only", "two"], [])
 
 

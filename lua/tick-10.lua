@@ -14,6 +14,7 @@
     KEYS[7] parked      ZSET token -> wake time
     KEYS[8] wake        LIST wake markers
     KEYS[9] lastserved  HASH request id -> last claim time
+    KEYS[10] packed     HASH priority -> requests waiting packed in its band (an aged one moves up)
     ARGV[1] batch size
     ARGV[2] aging interval in ms (0 = off)
 
@@ -68,7 +69,8 @@ if aging > 0 then
       local rid, k = parse_token(head[1])
       local last = tonumber(redis.call('HGET', KEYS[9], rid))
       local _, _, m = parse_req(redis.call('HGET', KEYS[4], rid))
-      if not m and k == 1 and packable(rid) then m = 1 end -- waiting packed (waiting_packed, _common.lua)
+      local packed = not m and k == 1 and packable(rid) -- waiting packed (waiting_packed, _common.lua)
+      if packed then m = 1 end
       if not last then
         redis.call('HSET', KEYS[9], rid, now) -- the clock starts when first seen waiting
       elseif m and now - last >= aging then
@@ -80,6 +82,10 @@ if aging > 0 then
             redis.call('ZADD', KEYS[2], fmt(score - steps * BAND), token)
             aged = aged + 1
           end
+        end
+        if packed then
+          count_packed(KEYS[10], level, -1)
+          count_packed(KEYS[10], level + steps, 1)
         end
         redis.call('HSET', KEYS[9], rid, last + steps * aging)
       end

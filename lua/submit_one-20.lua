@@ -4,6 +4,7 @@
   unpack_lean in _request.lua) in its queue's slot and register it
   (enqueue-9), with its id as the wake marker; unless it is handed off,
   delayed, of a group or under a rate limit of its own, with no reqs entry
+  and no index entry, counted in the queue's packed hash instead
   (waiting_packed in _common.lua). Its id carries the queue's
   slot tag (core/engine/keys.py).
 
@@ -12,12 +13,12 @@
   (KEYS[18], core/engine/routing.py) and nothing may go first (the queue is
   not paused and has no rate limit, the request has no delay or rate limit
   of its own, and no token of its priority or better waits), the token is
-  claimed for that worker and the item taken for it (as cycle-15 and take-5
+  claimed for that worker and the item taken for it (as cycle-16 and take-5
   do) here, and the wake list gets the take's answer instead of a marker:
   the worker that pops it runs the item with no round trip of its own.
   A request of a group (its meta field `group`) is never handed off: its
   token gets its group's place (_common.lua group_seqs) and a wake marker,
-  so that the claim step (cycle-15) applies the group's limits.
+  so that the claim step (cycle-16) applies the group's limits.
 
   Input:
     KEYS[1] meta     HASH of the request
@@ -39,6 +40,7 @@
     KEYS[17] idle    ZSET worker id -> when its rest began (ms), see rest-2
     KEYS[18] can     HASH worker id -> the processors it can run, each between newlines
     KEYS[19] groups  HASH s:<group> -> the last sequence given to a group's tokens (as enqueue-9)
+    KEYS[20] packed  HASH priority -> requests waiting packed in its band (count_packed, _common.lua)
     ARGV[1] request id
     ARGV[2] priority (0-99)
     ARGV[3] concurrency limit (>= 1)
@@ -135,10 +137,10 @@ if full then
 else
   create_packed(now, ARGV, 14, last, delay, tonumber(ARGV[6]), ARGV[last + 1])
 end
--- waiting packed, it needs no reqs entry (waiting_packed, _common.lua): not handed off, not delayed,
--- of no group and with no rate limit of its own (the claim step reads those from reqs and rate)
+-- waiting packed, it needs no reqs or index entry (waiting_packed, _common.lua): not handed off, not
+-- delayed, of no group and with no rate limit of its own (the claim step reads those from reqs and rate)
 local packed = not full and not worker and delay == 0 and not group and ARGV[8] == ''
-local answer = register({KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[19]}, rid,
+local answer = register({KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[19], KEYS[20]}, rid,
                         priority, tonumber(ARGV[3]), dkey, delay, 1, ARGV[7] == '1', ARGV[8], marker, group, packed, now)
 if worker and answer[1] == 0 then
   local token, lease = rid .. '#1', tonumber(ARGV[9])

@@ -12,9 +12,10 @@
     KEYS[5] parked      ZSET token -> wake time
     KEYS[6] dedup       HASH de-dup key -> request id
     KEYS[7] sched       ZSET scheduled request ids
-    KEYS[8] index       ZSET live request ids
+    KEYS[8] index       ZSET live request ids (but those waiting packed)
     KEYS[9] lastserved  HASH request id -> last claim time
     KEYS[10] rate       HASH rate limits (its own limit and count go)
+    KEYS[11] packed     HASH priority -> requests waiting packed in its band (one waiting so is counted out)
     ARGV[1] request id
     ARGV[2] de-dup key ("" for none)
 

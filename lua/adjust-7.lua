@@ -3,6 +3,9 @@
   move to the new priority band at once; held tokens return to it when
   released; tokens above a lowered limit are removed now (or dropped when
   released); a raised limit (or a token found missing) gets fresh tokens.
+  A one-item request waiting packed (waiting_packed, _common.lua) stays so:
+  its token and its count move to the new band, and a concurrency limit,
+  which cannot matter to one item, changes nothing here.
 
   Input:
     KEYS[1] tokens  ZSET waiting tokens
@@ -11,6 +14,7 @@
     KEYS[4] held    HASH token -> worker
     KEYS[5] parked  ZSET token -> wake time
     KEYS[6] wake    LIST wake markers
+    KEYS[7] packed  HASH priority -> requests waiting packed in its band
     ARGV[1] request id
     ARGV[2] new priority ("" keeps it)
     ARGV[3] new concurrency limit ("" keeps it)
@@ -22,9 +26,16 @@
 --@include _common.lua
 local rid = ARGV[1]
 local p, c, m, s, g = parse_req(redis.call('HGET', KEYS[3], rid))
-if not p then -- waiting packed (waiting_packed, _common.lua): it gets its entry here
-  p, c, m, s = waiting_packed(KEYS[1], rid), 1, 1, 'q'
+if not p then -- waiting packed (waiting_packed, _common.lua)
+  p = waiting_packed(KEYS[1], rid)
   if not p then return -1 end -- NOT_FOUND
+  local np = tonumber(ARGV[2]) or p
+  if np ~= p then
+    redis.call('ZADD', KEYS[1], token_score(KEYS[2], np), rid .. '#1')
+    count_packed(KEYS[7], p, -1)
+    count_packed(KEYS[7], np, 1)
+  end
+  return {p, 1}
 end
 local np, nc = tonumber(ARGV[2]) or p, tonumber(ARGV[3]) or c
 -- tokens wanted: the new limit when it changes, else the ones the request has

@@ -49,6 +49,7 @@
     KEYS[14] glimits    HASH group -> "concurrency|rate spec" (empty parts: the queue's defaults)
     KEYS[15] gheld      ZSET group .. "\31" .. token (score 0): the held tokens of each group
                         with a concurrency limit (a finished request's are dropped lazily)
+    KEYS[16] packed     HASH priority -> requests waiting packed in its band (one claimed is counted out)
     ARGV[1] worker id
     ARGV[2] lease in ms
     ARGV[3] N, the most tokens to claim (0: only give back)
@@ -249,7 +250,10 @@ if want > 0 and cfg[2] ~= '1' then
       redis.call('ZREM', KEYS[1], token)
       -- a token of a finished request, or above a lowered limit, is dropped
       if r.p and k <= r.c and r.s == 'q' then
-        if r.packed then redis.call('HSET', KEYS[3], rid, req_value(r.p, 1, 1, 'q')) end
+        if r.packed then
+          redis.call('HSET', KEYS[3], rid, req_value(r.p, 1, 1, 'q'))
+          count_packed(KEYS[16], r.p, -1)
+        end
         redis.call('HSET', KEYS[4], token, worker)
         redis.call('ZADD', KEYS[5], now + lease, token)
         if aging then redis.call('HSET', KEYS[9], rid, now) end

@@ -2,12 +2,12 @@
   Record the outcomes of many one-item requests of one queue's slot in one
   call (ack-5 for each in turn; every request in a queue's slot is lean, as
   submit_one creates it), and retire each request it closes from the
-  queue's dispatch at once (retire-10): its token, de-dup claim and entries.
+  queue's dispatch at once (retire-11): its token, de-dup claim and entries.
 
   Input:
-    KEYS[1..10] tokens, reqs, held, leases, parked, dedup, sched, index,
-                lastserved, rate of the queue (as retire-10)
-    KEYS[10+5j+1..10+5j+5] meta, items, leases, results, dead of the j-th request (j = 0, 1, ...)
+    KEYS[1..11] tokens, reqs, held, leases, parked, dedup, sched, index,
+                lastserved, rate, packed of the queue (as retire-11)
+    KEYS[11+5j+1..11+5j+5] meta, items, leases, results, dead of the j-th request (j = 0, 1, ...)
     ARGV[1] worker id
     ARGV[2] retention in ms (for keys of a request that closes now)
     ARGV[3] pub/sub channel for events ("" for none)
@@ -22,10 +22,10 @@
 --@include _request.lua
 --@include _ack.lua
 --@include _retire.lua
-local Q = {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]}
+local Q = {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]}
 local out, at, now = {}, 4, now_ms()
-for j = 0, (#KEYS - 10) / 5 - 1 do
-  local b = 10 + 5 * j
+for j = 0, (#KEYS - 11) / 5 - 1 do
+  local b = 11 + 5 * j
   R = {KEYS[b + 1], KEYS[b + 2], KEYS[b + 3], KEYS[b + 4], KEYS[b + 5]}
   local rid, n = ARGV[at], tonumber(ARGV[at + 1])
   local first = at + 2
