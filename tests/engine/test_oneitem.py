@@ -77,20 +77,25 @@ def test_while_a_worker_of_an_older_release_serves_the_queue_requests_wait_in_th
     mark, store/packed.py) would find neither item nor reqs entry and drop
     them: producers make the full lean layout until it has gone."""
     qk = qc.keys.queue("default")
-    qc.redis.hset(qk.can, "old:1:aa", "\necho\n")  # as a worker of the release before says what it can run
-    qc.submission.gate.forget()
-    old = qc.submit("default", "echo", ["o"], dedup=False)
-    rk = qc.keys.request(old.id)
-    assert qc.redis.type(rk.items) == "hash" and qc.redis.hget(qk.reqs, old.id) == "50|10|1|q"
-    assert {k: v for k, v in qc.redis.hgetall(rk.meta).items() if k in ("id", "total", "dedup_key")} == {
-        "id": old.id, "total": "1", "dedup_key": ""}
-    qc.redis.hset(qk.can, "old:1:aa", "\necho\n" + packed.WORKER_MARK + "\n")  # upgraded
-    qc.submission.gate.forget()
-    new = qc.submit("default", "echo", ["n"], dedup=False)
+    subs = []
+    # as a worker from before the packed layout says what it can run, then one from before the counts
+    # (it would not count its claims of requests waiting unindexed), then one of this release
+    for can in ("\necho\n", "\necho\n" + packed.PACKED_MARK + "\n", "\necho\n" + "\n".join(packed.WORKER_MARKS) + "\n"):
+        qc.redis.hset(qk.can, "old:1:aa", can)
+        qc.submission.gate.forget()
+        subs.append(qc.submit("default", "echo", [len(subs)], dedup=False))
+    for sub in subs[:2]:
+        rk = qc.keys.request(sub.id)
+        assert qc.redis.type(rk.items) == "hash" and qc.redis.hget(qk.reqs, sub.id) == "50|10|1|q"
+        assert qc.redis.zscore(qk.index, sub.id) is not None
+        assert {k: v for k, v in qc.redis.hgetall(rk.meta).items() if k in ("id", "total", "dedup_key")} == {
+            "id": sub.id, "total": "1", "dedup_key": ""}
+    new = subs[2]
     assert not qc.redis.exists(qc.keys.request(new.id).items) and qc.redis.hget(qk.reqs, new.id) is None
+    assert qc.redis.zscore(qk.index, new.id) is None and qc.redis.hgetall(qk.packed) == {"50": "1"}
     qc.redis.hdel(qk.can, "old:1:aa")
     burst(qc)
-    assert [[r["result"] for r in qc.results(s.id)] for s in (old, new)] == [["o"], ["n"]]
+    assert [[r["result"] for r in qc.results(s.id)] for s in subs] == [[0], [1], [2]]
     assert dispatch_is_empty(qc)
 
 

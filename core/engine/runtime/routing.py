@@ -159,7 +159,7 @@ class Routing:
 
     def publish_can(self) -> None:
         """This worker's names in its queues' `can` hashes, when they changed."""
-        text = abilities.joined([*self.abilities.names(), packed.WORKER_MARK])  # it reads packed requests
+        text = abilities.joined([*self.abilities.names(), *packed.WORKER_MARKS])  # it reads packed requests
         if text == self._can_published:
             return
         pipe = self.redis.pipeline(transaction=False)

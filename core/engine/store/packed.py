@@ -98,17 +98,22 @@ def oldest_waiting(redis, keys: Keys, queue: str, priorities) -> int | None:
 
 
 # A worker that reads packed requests says so in its queues' `can` hashes
-# (routing.py), a line of its own beside the processors it can run.
-WORKER_MARK = "\x00packed"
+# (routing.py), a line of its own beside the processors it can run; one that
+# also counts the claims of those waiting without an index entry (cycle-16)
+# adds a second. It writes both: producers of the release before look for the first.
+PACKED_MARK, COUNTED_MARK = "\x00packed", "\x00counted"
+WORKER_MARKS = (PACKED_MARK, COUNTED_MARK)
 GATE_SECONDS = 5.0  # how long a producer trusts what it read of a queue's workers
 
 
 class PackedGate:
     """Whether a producer may make a queue's one-item requests packed: not
     while a worker of an older release serves the queue (its `can` entry
-    lacks WORKER_MARK), which would find neither the item nor the reqs entry
-    and drop the request. Such a producer asks submit_one for the full lean
-    layout (it sends the id). Read once per GATE_SECONDS per queue."""
+    lacks COUNTED_MARK). One from before the packed layout would find
+    neither the item nor the reqs entry and drop the request; one from
+    before the counts would leave a claimed request counted as waiting for
+    good. Such a producer asks submit_one for the full lean layout (it sends
+    the id), which every release reads. Read once per GATE_SECONDS per queue."""
 
     def __init__(self, redis, keys):
         self.redis, self.keys = redis, keys
@@ -119,7 +124,7 @@ class PackedGate:
         known = self._known.get(queue)
         if known is None or now - known[0] > GATE_SECONDS:
             workers = self.redis.hvals(self.keys.queue(queue).can)
-            known = self._known[queue] = (now, all(WORKER_MARK in text for text in workers))
+            known = self._known[queue] = (now, all(COUNTED_MARK in text for text in workers))
         return known[1]
 
     def forget(self) -> None:

@@ -254,5 +254,5 @@ def test_a_worker_says_what_it_can_run(qc):
     fields = w.abilities.registry_fields()
     assert "\nshout\n" in fields["can"] and fields["lacks"] == "\nnope\n" and fields["families"] == ""
     w.routing.publish_can()  # and that it reads packed one-item requests (store/packed.py)
-    assert qc.redis.hget(qc.keys.queue("default").can, w.id) == fields["can"] + packed.WORKER_MARK + "\n"
+    assert qc.redis.hget(qc.keys.queue("default").can, w.id) == fields["can"] + "\n".join(packed.WORKER_MARKS) + "\n"
     assert json.loads(json.dumps(fields)) == fields
