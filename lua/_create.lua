@@ -19,10 +19,18 @@ end
 
 -- A one-item request of submit_one, packed until taken (unpack_lean,
 -- _request.lua): its creation time, the meta fields A[first..last], the
--- times, and the payload, in the meta hash alone.
-local function create_packed(now, A, first, last, delay, exp, payload)
+-- times, and the payload, in the meta hash alone. One that waits unindexed
+-- (`bare`: no reader lists it through the index) leaves out what that
+-- implies, `lean` 1 and `state` queued (WAITING in _request.lua).
+local function create_packed(now, A, first, last, delay, exp, payload, bare)
   local args = with_fields({'created_at', now}, now, A, first, last, delay, exp)
-  args[#args + 1] = 'lean'; args[#args + 1] = 1
+  if bare then
+    for i = 1, #args - 1, 2 do
+      if args[i] == 'state' then table.remove(args, i); table.remove(args, i); break end
+    end
+  else
+    args[#args + 1] = 'lean'; args[#args + 1] = 1
+  end
   args[#args + 1] = 'p'; args[#args + 1] = payload
   redis.call('HSET', R[1], unpack(args))
 end

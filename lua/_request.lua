@@ -140,22 +140,34 @@ end
   A one-item request made by submit_one waits packed (docs/keys.md): its meta
   hash alone holds it, with the payload in field p, and leaves out what every
   such request has at first (id, total 1, finalized 1, zero counters, an empty
-  de-dup key); its items hash does not exist yet. The first script that takes
+  de-dup key); its items hash does not exist yet. One that waits unindexed
+  leaves out `lean` and `state` too (create_packed): its state is WAITING.
+  The first script that takes
   or cancels it calls unpack_lean, which makes both as a lean request has
   them; readers in Python expand it the same way (core/engine/store/packed.py).
-  `known` is {payload, created_at, dedup_key} of the meta when the caller
+  `known` is {payload, created_at, dedup_key, state, lean} of the meta when the caller
   has read them already (a take), else nil; returns the item's hash fields
   as HMGET i, p, e, d would (nil if it was not packed). A take that hands
   the item out at once passes `deliver` = {worker, now}: the item is written
   delivered (d 1, h, t) and the request running, in the same two writes.
 ]]
+local WAITING = 'queued' -- the state of a packed request whose meta has none
+
+-- the state of a request, from its meta (nil: there is no such request)
+local function state_of(meta)
+  local f = redis.call('HMGET', meta, 'state', 'p')
+  return f[1] or (f[2] and WAITING)
+end
+
 local function unpack_lean(meta, items, known, deliver)
-  local f = known or redis.call('HMGET', meta, 'p', 'created_at', 'dedup_key')
+  local f = known or redis.call('HMGET', meta, 'p', 'created_at', 'dedup_key', 'state', 'lean')
   if not f[1] then return nil end
   local item = {'0', f[1], f[2] .. '-0', deliver and '1' or '0'}
   local fields = {'id', string.match(meta, ':([^:]+):meta$'), 'finalized', 1, 'done', 0, 'failed', 0, 'expired', 0,
                   'total', 1}
   if not f[3] then fields[#fields + 1] = 'dedup_key'; fields[#fields + 1] = '' end
+  if not f[5] then fields[#fields + 1] = 'lean'; fields[#fields + 1] = 1 end
+  if not f[4] and not deliver then fields[#fields + 1] = 'state'; fields[#fields + 1] = WAITING end
   if deliver then
     redis.call('HSET', items, 'i', item[1], 'p', item[2], 'e', item[3], 'd', item[4], 'h', deliver[1], 't', deliver[2])
     for _, v in ipairs({'state', 'running', 'started_at', deliver[2]}) do fields[#fields + 1] = v end

@@ -14,7 +14,7 @@
 ]]
 --@include _common.lua
 --@include _request.lua
-local state = redis.call('HGET', KEYS[1], 'state')
+local state = state_of(KEYS[1])
 if not state then return -1 end -- NOT_FOUND
 if TERMINAL[state] then return -2 end -- FINISHED
 local now = now_ms()

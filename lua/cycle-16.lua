@@ -49,7 +49,8 @@
     KEYS[14] glimits    HASH group -> "concurrency|rate spec" (empty parts: the queue's defaults)
     KEYS[15] gheld      ZSET group .. "\31" .. token (score 0): the held tokens of each group
                         with a concurrency limit (a finished request's are dropped lazily)
-    KEYS[16] packed     HASH priority -> requests waiting packed in its band (one claimed is counted out)
+    KEYS[16] packed     HASH priority -> requests waiting packed in its band (those claimed are counted
+                        out, once a band)
     ARGV[1] worker id
     ARGV[2] lease in ms
     ARGV[3] N, the most tokens to claim (0: only give back)
@@ -221,6 +222,7 @@ if want > 0 and cfg[2] ~= '1' then
   -- set and a passed-over one keeps its place, so the next unread one is
   -- always at rank `skipped`, as when they were read one by one
   local skipped, line, at = 0, {}, 1
+  local out_of_band = {} -- priority -> claimed requests that waited packed there, counted out at the end
   for _ = 1, want + 100 + 1000 do
     if #claimed >= want or skipped > 1000 then break end
     if at > #line then
@@ -252,7 +254,7 @@ if want > 0 and cfg[2] ~= '1' then
       if r.p and k <= r.c and r.s == 'q' then
         if r.packed then
           redis.call('HSET', KEYS[3], rid, req_value(r.p, 1, 1, 'q'))
-          count_packed(KEYS[16], r.p, -1)
+          out_of_band[r.p] = (out_of_band[r.p] or 0) + 1
         end
         redis.call('HSET', KEYS[4], token, worker)
         redis.call('ZADD', KEYS[5], now + lease, token)
@@ -268,6 +270,7 @@ if want > 0 and cfg[2] ~= '1' then
       end
     end
   end
+  for p, n in pairs(out_of_band) do count_packed(KEYS[16], p, -n) end
 end
 -- wake idle workers only for tokens that are still waiting
 local left = redis.call('ZCARD', KEYS[1])

@@ -132,14 +132,14 @@ if worker then marker = false end
 -- a caller that sends the id (one that knows of workers that cannot read packed requests:
 -- store/packed.py PackedGate, or of an older release) gets the full lean layout
 local full = field('id') ~= ''
-if full then
-  create_lean(meta_fields(now, 1, 1, ARGV, 14, last, delay, tonumber(ARGV[6])), ARGV[last + 1], now)
-else
-  create_packed(now, ARGV, 14, last, delay, tonumber(ARGV[6]), ARGV[last + 1])
-end
 -- waiting packed, it needs no reqs or index entry (waiting_packed, _common.lua): not handed off, not
 -- delayed, of no group and with no rate limit of its own (the claim step reads those from reqs and rate)
 local packed = not full and not worker and delay == 0 and not group and ARGV[8] == ''
+if full then
+  create_lean(meta_fields(now, 1, 1, ARGV, 14, last, delay, tonumber(ARGV[6])), ARGV[last + 1], now)
+else
+  create_packed(now, ARGV, 14, last, delay, tonumber(ARGV[6]), ARGV[last + 1], packed)
+end
 local answer = register({KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[19], KEYS[20]}, rid,
                         priority, tonumber(ARGV[3]), dkey, delay, 1, ARGV[7] == '1', ARGV[8], marker, group, packed, now)
 if worker and answer[1] == 0 then

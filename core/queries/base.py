@@ -11,7 +11,7 @@ import redis as redis_lib
 
 from queueadmin.core import clients
 from queueadmin.core.engine.features.encryption import open_record, payload_value
-from queueadmin.core.engine.store.packed import unindexed, unpacked_values
+from queueadmin.core.engine.store.packed import as_unpacked, read_unpacked, unindexed, unpacked_values
 from queueadmin.core.models import Queue
 
 META_FIELDS = ("total", "done", "failed", "expired", "priority", "state", "discarded", "processor")
@@ -121,8 +121,8 @@ def live_meta(queue: str, fields: list[str], limit: int | None = None, *,
     if extra:
         pipe = rdb().pipeline(transaction=False)
         for rid in extra:
-            pipe.hmget(keys().request(rid).meta, *fields)
-        rows += [(rid, unpacked_values(fields, values)) for rid, values in zip(extra, pipe.execute())]
+            read_unpacked(pipe, keys().request(rid).meta, fields)
+        rows += [(rid, as_unpacked(fields, values)) for rid, values in zip(extra, pipe.execute())]
     return rows
 
 
@@ -179,8 +179,8 @@ def started_meta(queue: str) -> tuple[list[tuple[str, dict]], bool]:
     if extra:
         pipe = rdb().pipeline(transaction=False)
         for rid in extra:
-            pipe.hmget(keys().request(rid).meta, *META_FIELDS)
-        rows += [(rid, unpacked_values(META_FIELDS, values)) for rid, values in zip(extra, pipe.execute())]
+            read_unpacked(pipe, keys().request(rid).meta, META_FIELDS)
+        rows += [(rid, as_unpacked(META_FIELDS, values)) for rid, values in zip(extra, pipe.execute())]
     return _as_dicts(rows), len(seen) >= SAMPLE
 
 

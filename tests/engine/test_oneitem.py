@@ -14,6 +14,9 @@ from queueadmin.core.engine import attempts
 from queueadmin.core.engine.config import QueueConfig
 from queueadmin.core.engine.store import packed
 from queueadmin.core.engine.store.keys import slot_tag
+from queueadmin.core.engine.runtime.registry import Registry
+from queueadmin.core.engine.runtime.upkeep import Upkeep
+from tests.engine.client.test_reads import register_dead
 from tests.engine_helpers import burst, dispatch_is_empty, kill_at_random, wait_for
 
 BACKENDS = ("single", "cluster")  # each test runs on one server and on a local cluster (conftest)
@@ -107,6 +110,9 @@ def test_a_waiting_one_item_request_has_no_index_entry_and_its_band_counts_it(qc
     qk, r = qc.keys.queue("default"), qc.redis
     a, b, c = (qc.submit("default", "echo", [x], priority=p, dedup=False) for x, p in (("a", 10), ("b", 50), ("c", 50)))
     assert r.zcard(qk.index) == 0 and r.hgetall(qk.packed) == {"10": "1", "50": "2"}
+    bare = r.hgetall(qc.keys.request(b.id).meta)  # what waiting unindexed implies is left out: lean, state
+    assert "lean" not in bare and "state" not in bare and bare["p"] == '"b"'
+    assert (qc.status(b.id)["state"], qc.reads.meta(b.id)["lean"]) == ("queued", "1")
     qc.set_priority(a.id, 90)
     assert r.hgetall(qk.packed) == {"90": "1", "50": "2"}
     qc.cancel(c.id)
@@ -152,6 +158,23 @@ def test_a_request_packed_by_the_release_before_is_counted_out_without_going_bel
     r.zadd(qk.leases, {f"{old.id}#1": 0, f"{new.id}#1": 0})
     burst(qc)
     assert [[x["result"] for x in qc.results(s.id)] for s in (old, new)] == [["old"], ["new"]]
+    assert dispatch_is_empty(qc)
+
+
+def test_a_worker_that_dies_between_its_claim_and_its_take_is_recovered(qc):
+    """Claimed and never taken, a packed request has no items key yet: the
+    dead worker's recovery gives its token back and finds nothing in flight
+    (the requeue of a dead worker's items once failed on it, NOGROUP, and
+    the worker running the recovery died of it)."""
+    qk = qc.keys.queue("default")
+    subs = [qc.submit("default", "echo", [x], dedup=False) for x in ("a", "b")]
+    assert claim(qc, "default", "ghost:1:aa", 2) == [f"{s.id}#1" for s in subs]
+    assert not qc.redis.exists(qc.keys.request(subs[0].id).items)
+    register_dead(qc, "ghost:1:aa")
+    assert Upkeep(qc, Registry(qc.redis, qc.keys)).recover("ghost:1:aa") == 0
+    assert qc.redis.zcard(qk.tokens) == 2 and not qc.redis.hlen(qk.held)
+    burst(qc)
+    assert [[x["result"] for x in qc.results(s.id)] for s in subs] == [["a"], ["b"]]
     assert dispatch_is_empty(qc)
 
 

@@ -13,10 +13,11 @@ from queueadmin.core.engine.features import latency
 from queueadmin.core.engine.features.encryption import open_record, payload_value
 from queueadmin.core.engine.states import TERMINAL  # noqa: F401 (read from here by the Django side too)
 from queueadmin.core.engine.store import Store
-from queueadmin.core.engine.store.packed import item_of, unindexed, unpacked_meta
+from queueadmin.core.engine.store.packed import as_unpacked, item_of, read_unpacked, unindexed, unpacked_meta
 
 _COUNTERS = ("total", "done", "failed", "expired", "priority", "concurrency")
 _TIMES = ("created_at", "started_at", "finished_at", "not_before", "expires_at")
+PACKED_FIELDS = ("priority", "concurrency", "state")  # what live_requests reads of a request that may wait packed
 
 
 class Reads:
@@ -173,8 +174,8 @@ class Reads:
         if packed:
             pipe = self.redis.pipeline(transaction=False)
             for rid in packed:
-                pipe.hmget(self.keys.request(rid).meta, "priority", "concurrency", "state")
-            for rid, (p, c, state) in zip(packed, pipe.execute()):
+                read_unpacked(pipe, self.keys.request(rid).meta, PACKED_FIELDS)
+            for rid, (p, c, state) in zip(packed, (as_unpacked(PACKED_FIELDS, v) for v in pipe.execute())):
                 if state in ("queued", "scheduled"):  # else finished (or gone) since the index was read
                     out[rid] = {"priority": int(p or 0), "concurrency": int(c or 1), "scheduled": state == "scheduled"}
         return out

@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 import time
 
+import redis
+
 from queueadmin.core.engine.features import chains, periodic, schedule
 from queueadmin.core.engine.client.queue_client import QueueClient
 from queueadmin.core.engine.runtime.registry import Registry
@@ -68,7 +70,10 @@ class Upkeep:
         n = 0
         for queue in self.registry.queues_of(wid) or self.client.queues():
             for rid in self.store.queue.release_worker(queue, wid):
-                n += self.store.request.requeue(rid, worker=wid)
+                try:
+                    n += self.store.request.requeue(rid, worker=wid)
+                except redis.ResponseError:  # a script's refusal of one request must not leave the rest
+                    log.exception("recovering dead worker %s: requeue of request %s", wid, rid)
                 self.client.submission.unpark(queue, rid)
             self.redis.hdel(self.keys.queue(queue).can, wid)  # no handoffs for it (routing.py)
         self.registry.mark_dead(wid)

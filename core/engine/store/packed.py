@@ -21,8 +21,10 @@ ZMSCORE_BATCH = 10_000  # ids per ZMSCORE (Redis 6.2+)
 HEAD_READ = 20  # tokens read at each band's head to find its first packed one
 
 PAYLOAD = "p"  # the meta field that holds a packed request's payload
-# What unpack_lean adds to the meta (besides `id`), as Redis returns it.
-DEFAULTS = {"finalized": "1", "done": "0", "failed": "0", "expired": "0", "total": "1", "dedup_key": ""}
+# What unpack_lean adds to the meta (besides `id`), as Redis returns it; `lean`
+# and `state` only to one that waits unindexed, which is made without them.
+DEFAULTS = {"finalized": "1", "done": "0", "failed": "0", "expired": "0", "total": "1", "dedup_key": "",
+            "lean": "1", "state": "queued"}
 
 
 def unpacked_meta(rid: str, meta: dict) -> dict:
@@ -48,6 +50,19 @@ def unpacked_values(fields: tuple | list, values: list) -> list:
     if values[fields.index("total")] is not None or all(v is None for v in values):
         return values
     return [DEFAULTS.get(f) if v is None else v for f, v in zip(fields, values)]
+
+
+def read_unpacked(pipe, key: str, fields) -> None:
+    """Queue an HMGET of meta `fields` whose answer `as_unpacked` reads: with
+    the payload, which tells a request waiting packed (whose meta may have
+    none of `fields`) from one that is gone."""
+    pipe.hmget(key, *fields, PAYLOAD)
+
+
+def as_unpacked(fields, values: list) -> list:
+    """The values of `fields` of an answer of read_unpacked, as unpacked."""
+    *values, payload = values
+    return values if payload is None else [DEFAULTS.get(f) if v is None else v for f, v in zip(fields, values)]
 
 
 def unindexed(redis, keys: Keys, queue: str, limit: int | None = None, *, counted: bool = True) -> list[str]:
