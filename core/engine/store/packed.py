@@ -49,6 +49,11 @@ def unpacked_values(fields: tuple | list, values: list) -> list:
         return values
     if values[fields.index("total")] is not None or all(v is None for v in values):
         return values
+    return _filled(fields, values)
+
+
+def _filled(fields, values: list) -> list:
+    """A packed meta's values of `fields`, each it lacks as unpack_lean would write it."""
     return [DEFAULTS.get(f) if v is None else v for f, v in zip(fields, values)]
 
 
@@ -62,7 +67,7 @@ def read_unpacked(pipe, key: str, fields) -> None:
 def as_unpacked(fields, values: list) -> list:
     """The values of `fields` of an answer of read_unpacked, as unpacked."""
     *values, payload = values
-    return values if payload is None else [DEFAULTS.get(f) if v is None else v for f, v in zip(fields, values)]
+    return values if payload is None else _filled(fields, values)
 
 
 def unindexed(redis, keys: Keys, queue: str, limit: int | None = None, *, counted: bool = True) -> list[str]:
