@@ -70,7 +70,8 @@ def check_redis_url(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
 # What the history writes from several worker processes need of SQLite: a busy
 # timeout, and the write lock taken when a transaction begins (not upgraded
 # later, which fails at once with "database is locked" under contention).
-SQLITE_OPTIONS = {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
+SQLITE_OPTIONS = {"timeout": 20, "transaction_mode": "IMMEDIATE",
+                  "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
 
 
 @checks.register("queueadmin")

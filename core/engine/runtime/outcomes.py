@@ -255,15 +255,16 @@ class Outcomes:
             self.done, self.stats, self.figures_due = {}, {}, time.monotonic() + FIGURES_EVERY
             self.history.clear()
 
-    def acknowledged(self, acks: "Acks") -> list[str]:
+    def acknowledged(self, acks: "Acks") -> dict[str, dict | None]:
         """Read the acknowledgements' answers: a request in its own slot that
         they closed is retired with the next round trip; returns the one-item
-        requests they closed (`ack_lean` retired those already)."""
-        closed = []
+        requests they closed (`ack_lean` retired those already), each with
+        its meta when the answer carried it (the reporter need not read it)."""
+        closed = {}
         for rid, q, answer in acks.answers():
             if answer.closed:
                 if self.keys.in_queue_slot(rid):
-                    closed.append(rid)
+                    closed[rid] = answer.meta
                 else:
                     self.finished(q, rid, answer.dedup_key)
         return closed

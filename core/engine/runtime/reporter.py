@@ -32,12 +32,15 @@ class Reporter:
     def wanted(self) -> bool:
         return bool(self.on_finish or self.on_finish_many)
 
-    def put(self, rids: list[str]) -> None:
+    def put(self, rids: list[str], metas: dict[str, dict | None] | None = None) -> None:
+        """Announce finished requests; `metas`: the final meta of those whose
+        acknowledgement carried it (events.Finished reads the others)."""
+        metas = metas or {}
         if self._thread:
             for rid in rids:
-                self._queue.put(rid)
+                self._queue.put((rid, metas.get(rid)))
         else:
-            self._report(rids)
+            self._report(rids, metas)
 
     def close(self, timeout: float = 10.0) -> None:
         """Report what is still queued, then stop."""
@@ -47,21 +50,21 @@ class Reporter:
 
     def _run(self) -> None:
         while True:
-            rids, closing = [self._queue.get()], False
-            while len(rids) < self.batch:
+            got, closing = [self._queue.get()], False
+            while len(got) < self.batch:
                 try:
-                    rids.append(self._queue.get_nowait())
+                    got.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
-            if _CLOSE in rids:
-                rids, closing = [r for r in rids if r is not _CLOSE], True
-            if rids:
-                self._report(rids)
+            if _CLOSE in got:
+                got, closing = [g for g in got if g is not _CLOSE], True
+            if got:
+                self._report([rid for rid, _ in got], {rid: meta for rid, meta in got if meta})
             if closing:
                 return
 
-    def _report(self, rids: list[str]) -> None:
-        finished = events.Finished(self.client, rids)
+    def _report(self, rids: list[str], metas: dict[str, dict | None]) -> None:
+        finished = events.Finished(self.client, rids, metas)
         try:
             events.fire(events.FINISHED, finished)  # chained requests get their follow-ups first (events.py)
         except Exception:  # the upkeep's sweeps catch up (chains, webhooks)
