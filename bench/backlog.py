@@ -452,21 +452,28 @@ def _ratio(res: dict, base: dict, key: str) -> float | None:
     return res[key] / base[key] if res.get(key) and base.get(key) else None
 
 
+# (title, result key, log y, issue 24's goal drawn as a dashed line or None)
+PANELS = [("launch → first item (s)", "first_s", False, 0.3), ("drain rate (items/s)", "drain_rate", False, None),
+          ("overview page, median (ms, log scale)", "overview_ms", True, None),
+          ("Redis memory per waiting job (bytes)", "bytes_per_job", False, 200),
+          ("single submits (per s)", "submit_rate", False, None)]
+
+
 def svg_chart(data: dict, path: Path) -> None:
-    """Three panels against the backlog (log x): launch to first item, drain
-    rate, the overview's render time (log y); one line per (tree, Redis).
-    A hand-made SVG: the project's .venv has no matplotlib."""
+    """Five panels against the backlog (log x), three to a row: launch to
+    first item, drain rate, the overview's render time (log y), memory per
+    waiting job and the submit rate, with issue 24's goals dashed; one line
+    per (tree, Redis). A hand-made SVG: the project's .venv has no matplotlib."""
     import math
 
     series: dict[str, list[dict]] = {}
     for res in data["results"]:
         if "error" not in res:
             series.setdefault(f"{res['label']}, Redis {res['redis']}", []).append(res)
-    panels = [("launch → first item (s)", "first_s", False), ("drain rate (items/s)", "drain_rate", False),
-              ("overview page, median (ms, log scale)", "overview_ms", True)]
     rows = -(-len(series) // 3)
-    W, pw, ph, ml, mt = 1240, 320, 240, 80, 56
-    H = mt + ph + 60 + 20 * rows
+    W, pw, ph, ml, mt, row_h = 1280, 320, 240, 80, 56, 320
+    panel_rows = -(-len(PANELS) // 3)
+    H = mt + row_h * (panel_rows - 1) + ph + 60 + 20 * rows
     colors = ["#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"]
     ns = sorted({r["n"] for s in series.values() for r in s})
     if not ns:
@@ -476,11 +483,13 @@ def svg_chart(data: dict, path: Path) -> None:
     out = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
             f'font-family="sans-serif" font-size="12"><rect width="{W}" height="{H}" fill="white"/>'),
            f'<text x="{W / 2}" y="22" text-anchor="middle" font-size="14">{data["title"]}</text>']
-    for p, (title, key, logy) in enumerate(panels):
-        x0 = ml + p * (pw + 90)
+    for p, (title, key, logy, goal) in enumerate(PANELS):
+        x0, top = ml + (p % 3) * (pw + 90), mt + (p // 3) * row_h
         vals = [r[key] for s in series.values() for r in s if r.get(key)]
         if not vals:
             continue
+        if goal is not None:
+            vals.append(goal)
         if logy:
             lo, hi = math.floor(math.log10(min(vals))), math.ceil(math.log10(max(vals)))
             hi = hi if hi > lo else lo + 1
@@ -491,27 +500,31 @@ def svg_chart(data: dict, path: Path) -> None:
 
         def ypos(v, logy=logy, lo=lo, hi=hi):
             return (math.log10(v) - lo) / (hi - lo) if logy else v / hi
-        out.append(f'<text x="{x0 + pw / 2}" y="{mt - 10}" text-anchor="middle">{title}</text>')
+        out.append(f'<text x="{x0 + pw / 2}" y="{top - 10}" text-anchor="middle">{title}</text>')
         for v, f in ticks:
-            y = mt + ph - f * ph
+            y = top + ph - f * ph
             label = f"{v:,.0f}" if v >= 10 or (not logy and max(vals) >= 20) else f"{v:.2f}"
             out.append(f'<line x1="{x0}" y1="{y:.1f}" x2="{x0 + pw}" y2="{y:.1f}" stroke="#ddd"/>'
                        f'<text x="{x0 - 5}" y="{y + 4:.1f}" text-anchor="end">{label}</text>')
         for n in ns:
             x = x0 + (math.log10(n) - lx0) / (lx1 - lx0) * pw
-            out.append(f'<line x1="{x:.1f}" y1="{mt}" x2="{x:.1f}" y2="{mt + ph}" stroke="#eee"/>'
-                       f'<text x="{x:.1f}" y="{mt + ph + 16}" text-anchor="middle">{n:,}</text>')
-        out.append(f'<rect x="{x0}" y="{mt}" width="{pw}" height="{ph}" fill="none" stroke="#444"/>')
-        out.append(f'<text x="{x0 + pw / 2}" y="{mt + ph + 34}" text-anchor="middle">waiting one-item requests</text>')
+            out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + ph}" stroke="#eee"/>'
+                       f'<text x="{x:.1f}" y="{top + ph + 16}" text-anchor="middle">{n:,}</text>')
+        out.append(f'<rect x="{x0}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#444"/>')
+        out.append(f'<text x="{x0 + pw / 2}" y="{top + ph + 34}" text-anchor="middle">waiting one-item requests</text>')
+        if goal is not None:
+            y = top + ph - ypos(goal) * ph
+            out.append(f'<line x1="{x0}" y1="{y:.1f}" x2="{x0 + pw}" y2="{y:.1f}" stroke="#555" stroke-dasharray="5,4"/>'
+                       f'<text x="{x0 + pw - 4}" y="{y - 4:.1f}" text-anchor="end" fill="#555">goal</text>')
         for c, rs in enumerate(series.values()):
-            pts = [(x0 + (math.log10(r["n"]) - lx0) / (lx1 - lx0) * pw, mt + ph - ypos(r[key]) * ph)
+            pts = [(x0 + (math.log10(r["n"]) - lx0) / (lx1 - lx0) * pw, top + ph - ypos(r[key]) * ph)
                    for r in sorted(rs, key=lambda r: r["n"]) if r.get(key)]
             color = colors[c % len(colors)]
             out.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="'
                        + " ".join(f"{x:.1f},{y:.1f}" for x, y in pts) + '"/>')
             out.extend(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{color}"/>' for x, y in pts)
     for c, name in enumerate(series):
-        x, y = ml + (c % 3) * 400, mt + ph + 58 + (c // 3) * 20
+        x, y = ml + (c % 3) * 400, mt + row_h * (panel_rows - 1) + ph + 58 + (c // 3) * 20
         out.append(f'<rect x="{x}" y="{y - 6}" width="16" height="4" fill="{colors[c % len(colors)]}"/>'
                    f'<text x="{x + 22}" y="{y}">{name}</text>')
     out.append("</svg>")
