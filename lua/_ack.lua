@@ -60,8 +60,8 @@ local function ack_request(worker, retention, channel, A, first, last, lean, at)
     end
   end
   if lean and done == 1 and failed == 0 then
-    local closed, state, dedup, meta = finish_lean_done(now, retention, channel)
-    if closed then return {1, state, counted, dedup, meta} end
+    local closed, state, dedup = finish_lean_done(now, retention, channel)
+    if closed then return {1, state, counted, dedup} end
   end
   if done > 0 then redis.call('HINCRBY', R[1], 'done', done) end
   if failed > 0 then redis.call('HINCRBY', R[1], 'failed', failed) end

@@ -62,34 +62,19 @@ end
 -- common close of the drain. Its leases and dead letters have no key left to
 -- expire (the item's lease is gone; a retried dead letter left the dead set).
 -- False, with nothing written, when the request is closed already (cancelled).
--- Else true, its state and de-dup key, and its meta as it is now (HGETALL's
--- flat list): the worker reports the finish from it instead of reading it again.
 local function finish_lean_done(now, retention_ms, channel)
-  local meta = redis.call('HGETALL', R[1])
-  local at = {} -- field -> the place of its value in meta
-  for i = 1, #meta, 2 do at[meta[i]] = i + 1 end
-  local function get(f) return at[f] and meta[at[f]] end
-  local function put(f, value)
-    if not at[f] then
-      meta[#meta + 1] = f
-      at[f] = #meta + 1
-    end
-    meta[at[f]] = value
-  end
-  if TERMINAL[get('state')] then return false end
-  local done = (tonumber(get('done')) or 0) + 1
-  local final = final_state(tonumber(get('failed')) or 0, tonumber(get('expired')) or 0)
+  local v = redis.call('HMGET', R[1], 'dedup_key', unpack(EVENT_FIELDS))
+  local dedup = table.remove(v, 1) or ''
+  if TERMINAL[v[3]] then return false end
+  local done = (tonumber(v[5]) or 0) + 1
+  local final = final_state(tonumber(v[6]) or 0, tonumber(v[7]) or 0)
   redis.call('HSET', R[1], 'done', done, 'state', final, 'finished_at', now)
-  put('done', tostring(done))
-  put('state', final)
-  put('finished_at', fmt(now))
   for _, k in ipairs({R[1], R[2], R[4]}) do redis.call('PEXPIRE', k, retention_ms) end
   if channel ~= '' then
-    local v = {}
-    for j, f in ipairs(EVENT_FIELDS) do v[j] = get(f) end
+    v[3], v[5] = final, done
     announce(channel, 'finished', v, now)
   end
-  return true, final, get('dedup_key') or '', meta
+  return true, final, dedup
 end
 
 -- Entry fields {i, idx, p, payload} -> idx, payload

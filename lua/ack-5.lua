@@ -15,9 +15,7 @@
               attempts (core/engine/attempts.py; "" for none: a done attempt is its result record)
 
   Output:
-    {closed now (1/0), state, items counted, de-dup key[, meta]}: a lean request
-    whose one item is done closes with its meta as it is now (HGETALL's flat
-    list), from which the worker reports the finish
+    {closed now (1/0), state, items counted, de-dup key}
 ]]
 --@include _common.lua
 --@include _request.lua

@@ -16,8 +16,7 @@
 
   Output:
     one ack-5 answer per request, in order; one whose first element is 1
-    closed now and is retired (with its meta when its one item is done, as
-    ack-5's)
+    closed now and is retired
 ]]
 --@include _common.lua
 --@include _request.lua

@@ -57,16 +57,15 @@ BUILT_IN = {
 
 class Finished:
     """A batch of requests that ended through their items. `statuses` (their
-    final status dicts) is made once, by the first subscriber that asks:
-    from `metas`, the final meta hashes the worker was given with their
-    acknowledgements, and read from Redis for the others."""
+    final status dicts) is read from Redis once, by the first subscriber
+    that asks."""
 
-    def __init__(self, client, rids: list[str], metas: dict[str, dict | None] | None = None):
-        self.client, self.rids, self.metas = client, rids, metas or {}
+    def __init__(self, client, rids: list[str]):
+        self.client, self.rids = client, rids
 
     @functools.cached_property
     def statuses(self) -> list[dict]:
-        return self.client.finished_statuses(self.rids, self.metas)
+        return self.client.finished_statuses(self.rids)
 
 
 @dataclass

@@ -158,8 +158,8 @@ class QueueClient:
     def statuses(self, rids: list[str]) -> list[dict | None]:
         return self.reads.statuses(rids)
 
-    def finished_statuses(self, rids: list[str], metas: dict[str, dict | None] | None = None) -> list[dict]:
-        return self.reads.finished_statuses(rids, metas)
+    def finished_statuses(self, rids: list[str]) -> list[dict]:
+        return self.reads.finished_statuses(rids)
 
     def results(self, rid: str, batch: int = 1000) -> Iterator[dict]:
         """One record per item, ordered by index."""

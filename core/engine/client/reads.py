@@ -53,20 +53,14 @@ class Reads:
         return [parse_status(unpacked_meta(rid, out[i]), *out[i + 1:i + 3]) if out[i] else None
                 for rid, i in zip(rids, range(0, len(out), 3))]
 
-    def finished_statuses(self, rids: list[str], known: dict[str, dict | None] | None = None) -> list[dict]:
-        """Statuses of finished requests, for history: their meta hashes, from
-        `known` (as their acknowledgements returned them) or read in one round
-        trip (nothing is in flight any more); the leases and dead-letter counts
-        only for those with a webhook, whose summary shows them."""
-        # a chained request's meta gains its follow-up (then_id) once it finished: read it then
-        known = {rid: m for rid, m in (known or {}).items() if m and "then" not in m}
-        unread = [rid for rid in rids if rid not in known]
-        if unread:
-            pipe = self.redis.pipeline(transaction=False)
-            for rid in unread:
-                pipe.hgetall(self.keys.request(rid).meta)
-            known.update(zip(unread, pipe.execute()))
-        metas = [unpacked_meta(rid, known[rid]) for rid in rids if known.get(rid)]
+    def finished_statuses(self, rids: list[str]) -> list[dict]:
+        """Statuses of finished requests, for history: their meta hashes in one
+        round trip (nothing is in flight any more); the leases and dead-letter
+        counts only for those with a webhook, whose summary shows them."""
+        pipe = self.redis.pipeline(transaction=False)
+        for rid in rids:
+            pipe.hgetall(self.keys.request(rid).meta)
+        metas = [unpacked_meta(rid, m) for rid, m in zip(rids, pipe.execute()) if m]
         hooked = [m for m in metas if m.get("callback_url")]
         full = dict(zip((m["id"] for m in hooked), self.statuses([m["id"] for m in hooked]))) if hooked else {}
         return [full.get(m["id"]) or parse_status(m, 0, 0) for m in metas]

@@ -67,9 +67,9 @@ class Cycle:
         c.outcomes.sent(figures)
         deferred = c.keeping.sent(cycled)
         closed = c.outcomes.acknowledged(acks)  # requests the round trip closed and retired (ack_lean)
-        c.keeping.after_acks(deferred, list(closed), c.outcomes.finishing)
+        c.keeping.after_acks(deferred, closed, c.outcomes.finishing)
         if retired or closed:
-            c.reporter.put(retired + list(closed), metas=closed)
+            c.reporter.put(retired + closed)
         if best:
             c.keeping.note_best_waiting(queue, best)
         items = c.took(queue, *kept.answers())

@@ -255,16 +255,15 @@ class Outcomes:
             self.done, self.stats, self.figures_due = {}, {}, time.monotonic() + FIGURES_EVERY
             self.history.clear()
 
-    def acknowledged(self, acks: "Acks") -> dict[str, dict | None]:
+    def acknowledged(self, acks: "Acks") -> list[str]:
         """Read the acknowledgements' answers: a request in its own slot that
         they closed is retired with the next round trip; returns the one-item
-        requests they closed (`ack_lean` retired those already), each with
-        its meta when the answer carried it (the reporter need not read it)."""
-        closed = {}
+        requests they closed (`ack_lean` retired those already)."""
+        closed = []
         for rid, q, answer in acks.answers():
             if answer.closed:
                 if self.keys.in_queue_slot(rid):
-                    closed[rid] = answer.meta
+                    closed.append(rid)
                 else:
                     self.finished(q, rid, answer.dedup_key)
         return closed

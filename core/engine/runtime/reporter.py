@@ -32,15 +32,12 @@ class Reporter:
     def wanted(self) -> bool:
         return bool(self.on_finish or self.on_finish_many)
 
-    def put(self, rids: list[str], metas: dict[str, dict | None] | None = None) -> None:
-        """Announce finished requests; `metas`: the final meta of those whose
-        acknowledgement carried it (events.Finished reads the others)."""
-        metas = metas or {}
+    def put(self, rids: list[str]) -> None:
         if self._thread:
             for rid in rids:
-                self._queue.put((rid, metas.get(rid)))
+                self._queue.put(rid)
         else:
-            self._report(rids, metas)
+            self._report(rids)
 
     def close(self, timeout: float = 10.0) -> None:
         """Report what is still queued, then stop."""
@@ -50,21 +47,21 @@ class Reporter:
 
     def _run(self) -> None:
         while True:
-            got, closing = [self._queue.get()], False
-            while len(got) < self.batch:
+            rids, closing = [self._queue.get()], False
+            while len(rids) < self.batch:
                 try:
-                    got.append(self._queue.get_nowait())
+                    rids.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
-            if _CLOSE in got:
-                got, closing = [g for g in got if g is not _CLOSE], True
-            if got:
-                self._report([rid for rid, _ in got], {rid: meta for rid, meta in got if meta})
+            if _CLOSE in rids:
+                rids, closing = [r for r in rids if r is not _CLOSE], True
+            if rids:
+                self._report(rids)
             if closing:
                 return
 
-    def _report(self, rids: list[str], metas: dict[str, dict | None]) -> None:
-        finished = events.Finished(self.client, rids, metas)
+    def _report(self, rids: list[str]) -> None:
+        finished = events.Finished(self.client, rids)
         try:
             events.fire(events.FINISHED, finished)  # chained requests get their follow-ups first (events.py)
         except Exception:  # the upkeep's sweeps catch up (chains, webhooks)

@@ -75,12 +75,10 @@ class Acked(NamedTuple):
     state: str
     counted: int  # items counted (not acknowledged before)
     dedup_key: str
-    meta: dict | None = None  # a lean request closed by its item done: its meta as it is now
 
 
 def acked(raw) -> Acked:
-    meta = dict(zip(raw[4][::2], raw[4][1::2])) if len(raw) > 4 else None
-    return Acked(int(raw[0]) == 1, raw[1], raw[2], raw[3], meta)
+    return Acked(int(raw[0]) == 1, raw[1], raw[2], raw[3])
 
 
 class Added(NamedTuple):
