@@ -78,9 +78,10 @@ def per_call(fn, n: int) -> float:
     return min(best)
 
 
-def script_us(r) -> float:
+def script_us(r, figure: str = "usec_per_call") -> float:
+    """Redis's time in EVALSHA since the last CONFIG RESETSTAT: per call, or in all ("usec")."""
     st = r.info("commandstats").get("cmdstat_evalsha")
-    return st["usec_per_call"] if st else 0.0
+    return st[figure] if st else 0.0
 
 
 # -- the single submit ------------------------------------------------------------
@@ -147,17 +148,12 @@ class ScriptSpy:
         calls = getattr(pipe, "_qa_calls", {})
         results = []
         for i, (args, options) in enumerate(pipe.command_stack):
-            before = script_us_total(self.side)
+            before = script_us(self.side, "usec")
             results.append(self.side.execute_command(*args, **options))
             if i in calls:
-                self.time[calls[i][0]] += script_us_total(self.side) - before
+                self.time[calls[i][0]] += script_us(self.side, "usec") - before
         pipe.reset()
         return results
-
-
-def script_us_total(r) -> float:
-    st = r.info("commandstats").get("cmdstat_evalsha")
-    return st["usec"] if st else 0.0
 
 
 def drain_cost(url: str, n: int, django_side: bool, spy: bool = False) -> dict:

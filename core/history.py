@@ -98,7 +98,7 @@ def _values(status: dict) -> dict:
 def _upsert_sql(connection):
     """The history upsert for this database, and a function giving one row's
     parameters (values adapted as the ORM would: datetimes, NUL-free text)."""
-    meta, ops, q = RequestRecord._meta, connection.ops, connection.ops.quote_name
+    meta, q = RequestRecord._meta, connection.ops.quote_name
     cols = ["id", *HISTORY_FIELDS, "items_preview"]
     names = [q(meta.get_field(f).column) for f in cols]
     updates = ", ".join(f"{n} = excluded.{n}" for n in names[1:-1])

@@ -428,7 +428,7 @@ def test_the_fair_share_leaves_a_worker_of_fast_items_a_batch(qc):
     assert claim(qc, "default", "w4", 32, workers="8/4") == [] and qc.status(sub.id)["total"] == 100
 
 
-def test_finishes_reported_are_the_statuses_redis_holds(qc, r, tmp_path):
+def test_finishes_reported_are_the_statuses_redis_holds(qc):
     """What a worker's reporter hands on for the requests it saw finish (one
     item done, chained, failed, many items) is exactly the status read from
     Redis afterwards."""

@@ -14,6 +14,7 @@ from queueadmin.core.engine.config import QueueConfig
 from queueadmin.core.engine.store import SLOTS, Store
 from queueadmin.core.engine.store.queue_slot import Claimed, EnqueueCode, Enqueued, Handoff, Moved, Ticked
 from queueadmin.core.engine.store.request_slot import Acked, Added, Retried, TakeKind, TakeTerms, Took
+from queueadmin.core.engine.store.scripts import Scripts
 from queueadmin.core.engine.store.scripts import Code, Scripts, ScriptError
 from tests.engine_helpers import burst
 
@@ -198,6 +199,14 @@ def test_a_trip_mixes_commands_and_script_calls_and_each_reads_its_own_answer(qc
     assert (waiting.value, total.value) == (1, 2)
     assert claim_a.value == Claimed(0, [f"{a.id}#1"])
     assert claim_b.value.wait_ms == 0 and sorted(claim_b.value.tokens) == [f"{b.id}#1", f"{b.id}#2"]
+
+
+def test_every_script_is_loaded_when_the_scripts_are_made(r):
+    """A worker's start loads them all (in one round trip on one server)."""
+    r.script_flush()
+    made = Scripts(r)
+    shas = [made._scripts[name].sha for name in made.names()]
+    assert len(shas) == len(SCRIPTS) and all(r.script_exists(*shas))
 
 
 def test_a_trip_loads_its_scripts_again_after_a_script_flush(qc, r):
