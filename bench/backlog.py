@@ -312,7 +312,8 @@ def point(a) -> None:
             PROCS.stop(proc, timeout=30)
         if marks := _firsts(sdir):
             starts.append(min(m["first"] for m in marks) - launch)
-        ran = n - r.zcard(client.keys.queue(QUEUE).tokens)  # one token per waiting one-item request
+        qk = client.keys.queue(QUEUE)
+        ran = n - r.zcard(qk.tokens) - r.llen(qk.lane)  # a token or a lane entry per waiting one-item request
         for i in range(max(0, ran)):
             client.submit(QUEUE, PROCESSOR, [n + k * n + i], dedup=False)
     if a.profile:

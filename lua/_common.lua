@@ -61,6 +61,36 @@ local function count_packed(key, p, n)
   if tonumber(redis.call('HINCRBY', key, p, n)) <= 0 then redis.call('HDEL', key, p) end
 end
 
+--[[
+  Lanes (docs/keys.md). A one-item request that would wait packed at
+  LANE_P, with no de-dup key, may wait in its queue's lane instead of
+  holding a token: a LIST of "seq|rid", seq from the token order counter, so
+  the lane is in claim order. It is counted in `packed` under LANE_P as if it
+  held its token rid#1 at score lane_score(seq), and the claim step (cycle-18)
+  takes the lane's head and the tokens in order of those scores. A lane
+  request that waits no more (cancelled, moved to a token) leaves the lane
+  at once when it is the head (lane_drop), else its id goes into the
+  queue's tombstone SET, which the claim reads when the id comes to the
+  head; the SET goes when the lane empties.
+]]
+local LANE_P = 50
+
+-- "seq|rid" -> its score as a token of band LANE_P, rid
+local function lane_entry(line)
+  local seq, rid = string.match(line, '^(%d+)|(.*)$')
+  return (99 - LANE_P) * BAND + tonumber(seq), rid
+end
+
+local function lane_drop(lane_key, tomb_key, rid)
+  local head = redis.call('LINDEX', lane_key, 0)
+  if head and select(2, lane_entry(head)) == rid then
+    redis.call('LPOP', lane_key)
+    if redis.call('LLEN', lane_key) == 0 then redis.call('DEL', tomb_key) end
+  else
+    redis.call('SADD', tomb_key, rid)
+  end
+end
+
 -- a request is live (registered) in its queue: its reqs entry, or its token while it waits packed
 local function is_live(reqs_key, tokens_key, rid)
   return redis.call('HEXISTS', reqs_key, rid) == 1 or waiting_packed(tokens_key, rid) ~= nil
@@ -92,7 +122,7 @@ local function group_seqs(tokens_key, seq_key, groups_key, g, p, n)
   return base
 end
 
--- The same for many tokens in one call (cycle-16's returns): the band heads,
+-- The same for many tokens in one call (cycle-18's returns): the band heads,
 -- the counter and each group's last sequence are read once into `memo`
 -- (heads as found before the first of these tokens went back), and written
 -- back by group_seqs_flush(memo, seq, groups) at the end.
@@ -145,7 +175,7 @@ end
 -- an older rest is a dead worker's.
 local REST_MS = 2000
 
--- Handoffs (submit_one-20) are JSON arrays on the wake list: [worker, request
+-- Handoffs (submit_one-21) are JSON arrays on the wake list: [worker, request
 -- id, take answer, rest began]. Remove those made for `worker` and return them.
 local function take_handoffs(wake_key, worker)
   local out = {}

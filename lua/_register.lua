@@ -9,9 +9,10 @@
   none: its tokens get their group's places, see group_seqs; packed: true
   for a one-item request of submit_one that waits packed, which gets no reqs
   entry and no index entry but a count in Q[10], see waiting_packed; at: the time in ms when the caller has read
-  it already, else nil); returns its answer.
+  it already, else nil; laned: true for one of those that waits in the lane Q[11] instead of
+  holding a token, see lane_entry); returns its answer.
 ]]
-local function register(Q, rid, p, c, dkey, delay, tokens, far, rate, marker, g, packed, at)
+local function register(Q, rid, p, c, dkey, delay, tokens, far, rate, marker, g, packed, at, laned)
   local m = math.min(c, tokens)
 
   if redis.call('HEXISTS', Q[3], rid) == 1 then return {3, rid} end
@@ -37,8 +38,12 @@ local function register(Q, rid, p, c, dkey, delay, tokens, far, rate, marker, g,
   else
     seq = redis.call('INCRBY', Q[2], m) - m
   end
-  for k = 1, m do
-    redis.call('ZADD', Q[1], fmt((99 - p) * BAND + seq + k), rid .. '#' .. k)
+  if laned then
+    redis.call('RPUSH', Q[11], fmt(seq + 1) .. '|' .. rid)
+  else
+    for k = 1, m do
+      redis.call('ZADD', Q[1], fmt((99 - p) * BAND + seq + k), rid .. '#' .. k)
+    end
   end
   if marker ~= false then wake(Q[4], m, marker) end
   return {0, rid}

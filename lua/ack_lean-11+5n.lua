@@ -2,11 +2,11 @@
   Record the outcomes of many one-item requests of one queue's slot in one
   call (ack-5 for each in turn; every request in a queue's slot is lean, as
   submit_one creates it), and retire each request it closes from the
-  queue's dispatch at once (retire-11): its token, de-dup claim and entries.
+  queue's dispatch at once (retire-13): its token, de-dup claim and entries.
 
   Input:
     KEYS[1..11] tokens, reqs, held, leases, parked, dedup, sched, index,
-                lastserved, rate, packed of the queue (as retire-11)
+                lastserved, rate, packed of the queue (the first 11 of retire-13's)
     KEYS[11+5j+1..11+5j+5] meta, items, leases, results, dead of the j-th request (j = 0, 1, ...)
     ARGV[1] worker id
     ARGV[2] retention in ms (for keys of a request that closes now)

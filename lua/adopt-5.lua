@@ -1,5 +1,5 @@
 --[[
-  A worker that popped a handoff made for another (submit_one-20) takes it
+  A worker that popped a handoff made for another (submit_one-21) takes it
   over: the token and the item become its own, with a fresh lease, if the
   other still holds them (a dead worker's work may have been given back
   meanwhile). The other gets its rest back, as it began: Redis served this

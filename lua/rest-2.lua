@@ -1,5 +1,5 @@
 --[[
-  A worker's rest on one queue, for handoffs (submit_one-20): "in" as it
+  A worker's rest on one queue, for handoffs (submit_one-21): "in" as it
   blocks on the wake list (for at most REST_MS, _common.lua), "out" once it
   woke. A rest is scored by when it began: the longest at rest is the
   client Redis serves first among those blocked on the list. Out, if a

@@ -153,4 +153,5 @@ def dispatch_is_empty(client, queue="default") -> bool:
     qk = client.keys.queue(queue)
     r = client.redis
     return not (r.zcard(qk.tokens) or r.hlen(qk.held) or r.zcard(qk.parked) or r.hlen(qk.reqs)
-                or r.hlen(qk.packed))  # counts of requests waiting packed (store/packed.py) back to none
+                or r.hlen(qk.packed)  # counts of requests waiting packed (store/packed.py) back to none
+                or r.llen(qk.lane) or r.exists(qk.tomb))  # and the lane, with its tombstones

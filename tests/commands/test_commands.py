@@ -55,7 +55,7 @@ def take(rid: str) -> tuple[str, int, object]:
     qk, rk = client.keys.queue("default"), client.keys.request(rid)
     client.scripts("cycle", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked, qk.wake, qk.config,
                              qk.lastserved, qk.rate, qk.ratelog, qk.needs,
-                             qk.groups, qk.glimits, qk.gheld, qk.packed], ["test-worker", 60_000, 1, 0])
+                             qk.groups, qk.glimits, qk.gheld, qk.packed, qk.lane, qk.tomb], ["test-worker", 60_000, 1, 0])
     got = client.scripts("take", rk.all(), ["test-worker", 60_000, 3, 60_000, "", 1])
     assert len(got) == 11, got  # header of seven, then one item
     return got[7], int(got[8]), json.loads(got[9])

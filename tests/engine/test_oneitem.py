@@ -38,7 +38,7 @@ def claim(qc, queue, worker, want, workers=1):
     cfg = qc.queue_config(queue)
     return qc.scripts("cycle", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked, qk.wake, qk.config,
                                 qk.lastserved, qk.rate, qk.ratelog, qk.needs,
-                                      qk.groups, qk.glimits, qk.gheld, qk.packed], [worker, cfg.lease_ms, want, 0, workers])[1:]
+                                      qk.groups, qk.glimits, qk.gheld, qk.packed, qk.lane, qk.tomb], [worker, cfg.lease_ms, want, 0, workers])[1:]
 
 
 # -- where a one-item request lives ----------------------------------------------

@@ -180,6 +180,15 @@ class Reads:
                     out[rid] = {"priority": int(p or 0), "concurrency": int(c or 1), "scheduled": state == "scheduled"}
         return out
 
+    def _tokens_waiting(self, qk) -> int:
+        """Waiting tokens, with the lane's entries that stand for one (store/packed.py)."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zcard(qk.tokens)
+        pipe.llen(qk.lane)
+        pipe.scard(qk.tomb)
+        tokens, lane, tombs = pipe.execute()
+        return tokens + max(0, lane - tombs)
+
     def queue_stats(self, queue: str) -> dict:
         """Depth by priority (items not yet started), in flight, scheduled, dead letters."""
         config = self.queue_config(queue)
@@ -205,7 +214,7 @@ class Reads:
             "queue": queue, "paused": config.paused, "requests": len(rids),
             "depth": sum(by_priority.values()), "depth_by_priority": dict(sorted(by_priority.items(), reverse=True)),
             "in_flight": in_flight, "scheduled": scheduled, "dead": dead,
-            "tokens_waiting": self.redis.zcard(qk.tokens), "tokens_held": self.redis.hlen(qk.held),
+            "tokens_waiting": self._tokens_waiting(qk), "tokens_held": self.redis.hlen(qk.held),
             "latency": latency.age(latency.oldest(since)), "oldest_waiting_at": latency.oldest(since),
         }
 

@@ -2,7 +2,7 @@
 a concurrency limit across every request of the group, a rate limit, and
 fair turns between groups at the same priority.
 
-All of it is enforced where workers claim tokens (`lua/cycle-16.lua`), in
+All of it is enforced where workers claim tokens (`lua/cycle-18.lua`), in
 the same atomic step as the other limits, with three keys of the queue's
 slot (docs/keys.md): `groups` (the last sequence given to each group's
 tokens), `glimits` (a group's own limits) and `gheld` (the held tokens of

@@ -2,7 +2,7 @@
 queue (a queue setting) or for one request (a submission option).
 
 Written `20/s`, `600/min`, `10000/h` (also `5/10s`, `1/2min`). Enforced in the
-dispatch script (`lua/cycle-16.lua`), where workers claim tokens, with a
+dispatch script (`lua/cycle-18.lua`), where workers claim tokens, with a
 sliding log: each claim under a limit adds an entry to the queue's `ratelog`
 sorted set, scored by when it stops counting, and a count per limiter in the
 queue's `rate` hash; a claim that would exceed a limit is not made, and the

@@ -5,7 +5,7 @@ Two levels:
 
 * near term: a request due within ``FAR_MS`` waits in its queue's ``sched``
   zset (the dispatch slot ``{q:NAME}``), where ``tick`` promotes it in one
-  atomic step with the creation of its tokens (lua/tick-10.lua);
+  atomic step with the creation of its tokens (lua/tick-12.lua);
 * long term: a request due later waits in one of ``SHARDS`` shard zsets of
   its queue, ``{prefix}:{qs:NAME:k}:sched`` with k = crc32(id) % SHARDS. The
   dispatch slot knows it only as registered and scheduled (``reqs`` state

@@ -6,7 +6,7 @@ as "task:"; `lacks`, the names it found it cannot load) and, for handoffs,
 in its queues' `can` hashes (keys.py). A worker that took an item whose
 processor it cannot load gives the item back untouched and marks the
 request in its queue's `needs` hash ("since_ms|processor"); from then on
-it passes over that request's tokens in its claims (cycle-16), and workers
+it passes over that request's tokens in its claims (cycle-18), and workers
 that have the processor claim them as before. routing.py is the worker's
 side of it.
 

@@ -1,4 +1,4 @@
-"""One dispatch round trip of a worker, `cycle-16` at its heart: one
+"""One dispatch round trip of a worker, `cycle-18` at its heart: one
 pipeline that carries everything the worker has to tell Redis and claims
 what it can run next.
 
@@ -13,7 +13,7 @@ Its sections, in the order they go on the pipeline (Redis runs them in it):
     kept takes   the next items for the tokens kept in the claimed queue
                  (Keeping.put_kept); other kept tokens are given back
     claims       per queue with releases (and the claimed queue): the
-                 releases and a claim of up to `want` tokens (cycle-16)
+                 releases and a claim of up to `want` tokens (cycle-18)
     hint take    the one-item request whose wake marker woke the worker,
                  taken if the claim gets its token (take_lean)
     best waiting what keeping needs to know (Keeping.put_best_waiting)

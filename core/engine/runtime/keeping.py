@@ -20,7 +20,7 @@ kept before it (about one batch of fast items, BATCH_WINDOW).
 
 `Keeping` owns every token the worker is done with until a round trip
 (cycle.py) carries it: its `releases` per queue (token, mode, until; the
-ARGV tail of cycle-16), its kept tokens, and the tokens of one-item
+ARGV tail of cycle-18), its kept tokens, and the tokens of one-item
 requests that wait for their acknowledgement's answer.
 """
 from __future__ import annotations
@@ -31,6 +31,7 @@ from queueadmin.core.engine.runtime.item import Item
 from queueadmin.core.engine.runtime.pace import BATCH_WINDOW, Pace
 from queueadmin.core.engine.store import Store
 from queueadmin.core.engine.store.keys import MAX_PRIORITY, PRIORITY_BAND
+from queueadmin.core.engine.store.packed import LANE_P
 from queueadmin.core.engine.store.trip import Answer, Trip
 
 KEEP_WINDOW = BATCH_WINDOW  # seconds a token may be kept since it was claimed from the queue
@@ -39,7 +40,7 @@ KEEP_WINDOW = BATCH_WINDOW  # seconds a token may be kept since it was claimed f
 class Keeping:
     def __init__(self, store: Store, pace: Pace, queues: list[str]):
         self.store, self.keys, self.pace = store, store.keys, pace
-        self.releases: dict[str, list] = {q: [] for q in queues}  # queue -> token, mode, until (cycle-16's ARGV)
+        self.releases: dict[str, list] = {q: [] for q in queues}  # queue -> token, mode, until (cycle-18's ARGV)
         self.kept: dict[str, list[Item]] = {}  # queue -> acknowledged items whose tokens are kept
         self.deferred: list[Item] = []  # one-item requests' items whose token waits for their ack's answer
         self._capped: dict[str, float] = {}  # queue -> until when its claims need not be tried again
@@ -123,24 +124,28 @@ class Keeping:
                 mode = "drop" if item.rid in finishing else "return"
                 self.releases[item.queue] += [item.token, mode, 0]
 
-    def put_best_waiting(self, trip: Trip, queue: str) -> tuple[Answer, Answer]:
+    def put_best_waiting(self, trip: Trip, queue: str) -> tuple[Answer, Answer, Answer]:
         """Read, in the round trip, what `note_best_waiting` needs."""
         qk = self.keys.queue(queue)
         trip.pipe.zrange(qk.tokens, 0, 0, withscores=True)
         best = trip.answer()
         trip.pipe.hmget(qk.config, "paused", "rate_spec", "group_rate_spec", "group_rates")
-        return best, trip.answer()
+        config = trip.answer()
+        trip.pipe.llen(qk.lane)
+        return best, config, trip.answer()
 
-    def note_best_waiting(self, queue: str, answers: tuple[Answer, Answer]) -> None:
-        """The priority of the best token waiting in `queue` (-1: none), as
-        read in the last round trip; a paused queue or one with a rate limit
-        (its starts are counted at claims), the queue's or a group's
-        (features/groups.py), keeps nothing."""
-        best, config = answers[0].value, answers[1].value
+    def note_best_waiting(self, queue: str, answers: tuple[Answer, Answer, Answer]) -> None:
+        """The priority of the best token waiting in `queue` (-1: none), or
+        of the lane's requests (LANE_P) when that is better, as read in the
+        last round trip; a paused queue or one with a rate limit (its starts
+        are counted at claims), the queue's or a group's (features/groups.py),
+        keeps nothing."""
+        best, config, lane = (a.value for a in answers)
         if config[0] == "1" or any(config[1:]):
             self._best_waiting[queue] = MAX_PRIORITY
         else:
-            self._best_waiting[queue] = MAX_PRIORITY - int(best[0][1]) // PRIORITY_BAND if best else -1
+            token = MAX_PRIORITY - int(best[0][1]) // PRIORITY_BAND if best else -1
+            self._best_waiting[queue] = max(token, LANE_P if lane else -1)
 
     def note_claim(self, queue: str, want: int, got: int) -> None:
         """A claim that got fewer tokens than it asked for (the queue is empty

@@ -17,7 +17,7 @@ BATCH_WINDOW = 0.005  # seconds of work claimed per round trip for fast items (s
 FAST_ITEM = 0.001  # items quicker than this on average run in batches on one thread
 FAST_JOBS = 2  # batches of fast items in flight at once (one runs while the next is claimed)
 MAX_BATCH = 32
-LEAST_FAST_SHARE = 4  # tokens a fair share leaves a worker of fast items at least (see cycle-16)
+LEAST_FAST_SHARE = 4  # tokens a fair share leaves a worker of fast items at least (see cycle-18)
 MAX_CLAIM = 64  # tokens claimed per round trip for slow or async items
 
 

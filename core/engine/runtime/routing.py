@@ -2,7 +2,7 @@
 shared part: what workers say they can run, marks, orphans).
 
 The common case costs nothing here: every worker can run everything, its
-claims name no processor it lacks ("", cycle-16 reads nothing more) and
+claims name no processor it lacks ("", cycle-18 reads nothing more) and
 each take answer costs one set lookup.
 
 When a take hands this worker items whose processor it cannot load (not in
@@ -16,7 +16,7 @@ have the processor claim them in priority order, and this one goes on with
 what it can run. Every semantic stays: the tokens never leave the queue's
 structures (concurrency limits, leases and crash recovery are as before),
 nothing is dead-lettered or counted, and a handoff is made only for a
-worker that says it can run the processor (submit_one-20, `can` hash).
+worker that says it can run the processor (submit_one-21, `can` hash).
 A claim that got nothing but passed over such tokens mutes the queue's wake
 markers for this worker for MUTE seconds, so that it neither takes the
 markers meant for workers that can run them nor wakes for each of them.

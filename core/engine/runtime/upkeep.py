@@ -114,11 +114,12 @@ class Upkeep:
             pipe.hlen(qk.held)
             pipe.zcount(qk.sched, "-inf", now_ms + 1000)
             pipe.zrange(qk.parked, 0, -1)
+            pipe.llen(qk.lane)  # tombstoned entries too: the next claim drops them
         answers = pipe.execute()
         parked_rids = set()
-        for n, q in zip(range(0, len(answers), 4), live):
-            tokens, held, due, parked = answers[n:n + 4]
-            if held or due or (tokens and not self._passed_over(q, (passes or {}).get(q))):
+        for n, q in zip(range(0, len(answers), 5), live):
+            tokens, held, due, parked, lane = answers[n:n + 5]
+            if held or due or lane or (tokens and not self._passed_over(q, (passes or {}).get(q))):
                 return False
             parked_rids.update(t.rpartition("#")[0] for t in parked)
         pipe = self.redis.pipeline(transaction=False)

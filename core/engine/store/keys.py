@@ -116,6 +116,14 @@ class QueueKeys:
         return self._k("packed")
 
     @property
+    def lane(self) -> str:  # LIST "seq|id" of one-item requests waiting in the lane (store/packed.py)
+        return self._k("lane")
+
+    @property
+    def tomb(self) -> str:  # SET ids of lane requests that wait no more (until the claim reaches them)
+        return self._k("tomb")
+
+    @property
     def lastserved(self) -> str:  # HASH request id -> last claim (ms), for aging
         return self._k("lastserved")
 
@@ -161,7 +169,8 @@ class QueueKeys:
         """The keys of the queue's slot (all but the schedule shards)."""
         return [self.tokens, self.seq, self.held, self.leases, self.parked, self.reqs, self.sched, self.dedup,
                 self.wake, self.idle, self.config, self.index, self.packed, self.lastserved, self.rate, self.ratelog,
-                self.needs, self.orphans, self.can, self.reviewed, self.groups, self.glimits, self.gheld]
+                self.needs, self.orphans, self.can, self.reviewed, self.groups, self.glimits, self.gheld,
+                self.lane, self.tomb]
 
 
 @dataclass(frozen=True)

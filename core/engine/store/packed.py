@@ -8,17 +8,21 @@ hash. Readers here see a packed request exactly as an unpacked one.
 
 Such a request never gets an entry in its queue's ``index`` (lua/_register.lua):
 while it waits, its token stands for it and the queue's ``packed`` hash counts
-it under its band; once claimed, its token is held or parked. ``unindexed``
-finds these requests where they are, and ``waiting_counts`` reads the counts.
+it under its band; once claimed, its token is held or parked. One at LANE_P
+with no de-dup key waits in the queue's ``lane`` instead, an entry "seq|id"
+standing for its token (lua/_common.lua lane_entry). ``unindexed`` finds these
+requests where they are, and ``waiting_counts`` reads the counts.
 """
 from __future__ import annotations
 
 import time
 
-from .keys import PRIORITY_BAND, Keys
+from .keys import PRIORITY_BAND, Keys, QueueKeys
 
 ZMSCORE_BATCH = 10_000  # ids per ZMSCORE (Redis 6.2+)
 HEAD_READ = 20  # tokens read at each band's head to find its first packed one
+LANE_P = 50  # the priority of the requests a lane holds (LANE_P in lua/_common.lua)
+LANE_LOW = (99 - LANE_P) * PRIORITY_BAND  # a lane entry's score as a token: this + its seq
 
 PAYLOAD = "p"  # the meta field that holds a packed request's payload
 # What unpack_lean adds to the meta (besides `id`), as Redis returns it; `lean`
@@ -77,11 +81,16 @@ def unindexed(redis, keys: Keys, queue: str, limit: int | None = None, *, counte
     `limit` waiting tokens (None: all of them). Not `counted`: without those
     waiting packed, which the queue's counts stand for (waiting_counts)."""
     qk = keys.queue(queue)
+    last = -1 if limit is None else max(0, limit - 1)
     pipe = redis.pipeline(transaction=False)
     pipe.hkeys(qk.held)
     pipe.zrange(qk.parked, 0, -1)
-    pipe.zrange(qk.tokens, 0, -1 if limit is None else max(0, limit - 1))
-    tokens = [t for got in pipe.execute() for t in got]
+    pipe.zrange(qk.tokens, 0, last, withscores=True)
+    held, parked, waiting = pipe.execute()
+    lane = lane_waiting(redis, qk, last)
+    if lane:  # in claim order: tokens and lane entries by their scores
+        waiting = sorted([*waiting, *lane], key=lambda pair: pair[1])[:None if limit is None else limit]
+    tokens = [*held, *parked, *(t for t, _ in waiting)]
     rids = [rid for rid in dict.fromkeys(t.rpartition("#")[0] for t in tokens) if keys.in_queue_slot(rid)]
     out = []
     for i in range(0, len(rids), ZMSCORE_BATCH):
@@ -89,6 +98,21 @@ def unindexed(redis, keys: Keys, queue: str, limit: int | None = None, *, counte
         out += [rid for rid, score in zip(batch, redis.zmscore(qk.index, batch)) if score is None]
     if out and not counted:  # one waiting packed has no reqs entry (lua/_common.lua waiting_packed)
         out = [rid for rid, entry in zip(out, redis.hmget(qk.reqs, out)) if entry is not None]
+    return out
+
+
+def lane_waiting(redis, qk: QueueKeys, last: int = -1) -> list[tuple[str, float]]:
+    """The lane's entries up to index `last` that still wait, as the tokens
+    they stand for: (id#1, score) each, in order."""
+    pipe = redis.pipeline(transaction=False)
+    pipe.lrange(qk.lane, 0, last)
+    pipe.smembers(qk.tomb)
+    entries, tombs = pipe.execute()
+    out = []
+    for entry in entries:
+        seq, _, rid = entry.partition("|")
+        if rid not in tombs:
+            out.append((f"{rid}#1", float(LANE_LOW + int(seq))))
     return out
 
 
@@ -100,7 +124,8 @@ def waiting_counts(redis, keys: Keys, queue: str) -> dict[int, int]:
 def oldest_waiting(redis, keys: Keys, queue: str, priorities) -> int | None:
     """When (ms) the oldest of the requests waiting packed in the bands of
     `priorities` was made: each band's first such token is its oldest
-    (tokens wait in order), unless aging lifted a younger one there."""
+    (tokens wait in order), unless aging lifted a younger one there; in
+    LANE_P's band, the lane's first live entry too."""
     qk, found = keys.queue(queue), []
     pipe = redis.pipeline(transaction=False)
     for p in priorities:
@@ -108,6 +133,8 @@ def oldest_waiting(redis, keys: Keys, queue: str, priorities) -> int | None:
         pipe.zrangebyscore(qk.tokens, low, f"({low + PRIORITY_BAND}", start=0, num=HEAD_READ)
     for heads in pipe.execute():
         found += [t[:-2] for t in heads if t.endswith("#1") and keys.in_queue_slot(t[:-2])][:1]
+    if LANE_P in priorities:
+        found += [t[:-2] for t, _ in lane_waiting(redis, qk, HEAD_READ - 1)][:1]
     if not found:
         return None
     indexed = redis.zmscore(qk.index, found)  # such a head does not wait packed: the index's own head counts it
@@ -119,10 +146,11 @@ def oldest_waiting(redis, keys: Keys, queue: str, priorities) -> int | None:
 
 # A worker that reads packed requests says so in its queues' `can` hashes
 # (routing.py), a line of its own beside the processors it can run; one that
-# also counts the claims of those waiting without an index entry (cycle-16)
-# adds a second. It writes both: producers of the release before look for the first.
-PACKED_MARK, COUNTED_MARK = "\x00packed", "\x00counted"
-WORKER_MARKS = (PACKED_MARK, COUNTED_MARK)
+# also counts the claims of those waiting without an index entry (cycle-18)
+# adds a second, and one that reads the queue's lane a third. It writes all:
+# producers of the releases before look for the first two.
+PACKED_MARK, COUNTED_MARK, LANE_MARK = "\x00packed", "\x00counted", "\x00lane"
+WORKER_MARKS = (PACKED_MARK, COUNTED_MARK, LANE_MARK)
 GATE_SECONDS = 5.0  # how long a producer trusts what it read of a queue's workers
 
 
@@ -133,19 +161,30 @@ class PackedGate:
     neither the item nor the reqs entry and drop the request; one from
     before the counts would leave a claimed request counted as waiting for
     good. Such a producer asks submit_one for the full lean layout (it sends
-    the id), which every release reads. Read once per GATE_SECONDS per queue."""
+    the id), which every release reads. Likewise a request may wait in the
+    queue's lane only while every worker writes LANE_MARK: one from before
+    lanes would never claim it. Read once per GATE_SECONDS per queue."""
 
     def __init__(self, redis, keys):
         self.redis, self.keys = redis, keys
-        self._known: dict[str, tuple[float, bool]] = {}
+        self._known: dict[str, tuple[float, bool, bool]] = {}
 
-    def allows(self, queue: str) -> bool:
+    def _read(self, queue: str) -> tuple[float, bool, bool]:
         now = time.monotonic()
         known = self._known.get(queue)
         if known is None or now - known[0] > GATE_SECONDS:
             workers = self.redis.hvals(self.keys.queue(queue).can)
-            known = self._known[queue] = (now, all(COUNTED_MARK in text for text in workers))
-        return known[1]
+            known = self._known[queue] = (now, all(COUNTED_MARK in text for text in workers),
+                                          all(LANE_MARK in text for text in workers))
+        return known
+
+    def allows(self, queue: str) -> bool:
+        """Whether the queue's one-item requests may wait packed."""
+        return self._read(queue)[1]
+
+    def lanes(self, queue: str) -> bool:
+        """Whether they may wait in the queue's lane."""
+        return self._read(queue)[2]
 
     def forget(self) -> None:
         self._known.clear()

@@ -22,7 +22,7 @@ from queueadmin.core.engine.store.trip import Trip
 
 
 class Claimed(NamedTuple):
-    """A cycle-16 answer."""
+    """A cycle-18 answer."""
 
     wait_ms: int  # 0; the ms until a rate limit that held back the claim frees a start; -1: only
     # tokens of requests whose processor this worker lacks wait (it passed them over)
@@ -30,7 +30,7 @@ class Claimed(NamedTuple):
 
 
 class EnqueueCode(enum.IntEnum):
-    """What enqueue-9 (and submit_one-20) did with a request."""
+    """What enqueue-9 (and submit_one-21) did with a request."""
 
     QUEUED = 0
     SCHEDULED = 1
@@ -48,7 +48,7 @@ def enqueued(raw) -> Enqueued:
 
 
 class Ticked(NamedTuple):
-    """A tick-10 answer."""
+    """A tick-12 answer."""
 
     promoted: list[str]  # scheduled requests now queued
     reaped: int  # tokens whose lease ran out, taken back
@@ -57,14 +57,14 @@ class Ticked(NamedTuple):
 
 
 class Adjusted(NamedTuple):
-    """An adjust-7 answer: the request's priority and concurrency before."""
+    """An adjust-10 answer: the request's priority and concurrency before."""
 
     priority: int
     concurrency: int
 
 
 class Handoff(NamedTuple):
-    """A handoff on a wake list (submit_one-20): a one-item request whose
+    """A handoff on a wake list (submit_one-21): a one-item request whose
     token was claimed, and item taken, for a resting worker."""
 
     worker: str  # the worker it was made for
@@ -101,12 +101,12 @@ _unparked = refusable("unpark", int)
 class QueueScripts:
     def __init__(self, scripts: Scripts, keys: Keys):
         self.scripts, self.keys = scripts, keys
-        self._cycle_keys: dict[str, list[str]] = {}  # queue -> cycle-16's keys (every round trip)
-        self._one_keys: dict[str, list[str]] = {}  # queue -> submit_one-20's keys after the request's
+        self._cycle_keys: dict[str, list[str]] = {}  # queue -> cycle-18's keys (every round trip)
+        self._one_keys: dict[str, list[str]] = {}  # queue -> submit_one-21's keys after the request's
 
     def cycle(self, queue: str, worker: str, lease_ms: int, want: int, *, aging: bool, live_workers: int,
               least_share: int, lacks: str, releases: list, trip: Trip | None = None):
-        """cycle-16: one dispatch round trip's claim of up to `want` tokens,
+        """cycle-18: one dispatch round trip's claim of up to `want` tokens,
         after the `releases` (in threes: token, return | park | drop, until
         ms) -> Claimed. `lacks`: the processors this worker cannot run, each
         between newlines ("" for none)."""
@@ -115,23 +115,26 @@ class QueueScripts:
             qk = self.keys.queue(queue)
             keys = self._cycle_keys[queue] = [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked, qk.wake,
                                               qk.config, qk.lastserved, qk.rate, qk.ratelog, qk.needs,
-                                              qk.groups, qk.glimits, qk.gheld, qk.packed]
+                                              qk.groups, qk.glimits, qk.gheld, qk.packed, qk.lane, qk.tomb]
         return self.scripts.run(trip, "cycle", keys, [worker, lease_ms, want, 1 if aging else 0,
                                                       f"{live_workers}/{least_share}", lacks, *releases], _claimed)
 
     def tick(self, queue: str, batch: int, aging_ms: int, trip: Trip | None = None):
-        """tick-10: promote due scheduled requests, reap ran-out token leases,
+        """tick-12: promote due scheduled requests, reap ran-out token leases,
         wake parked tokens, age waiting requests -> Ticked."""
         qk = self.keys.queue(queue)
         return self.scripts.run(trip, "tick", [qk.sched, qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked,
-                                               qk.wake, qk.lastserved, qk.packed], [batch, aging_ms], _ticked)
+                                               qk.wake, qk.lastserved, qk.packed, qk.lane, qk.tomb],
+                                [batch, aging_ms], _ticked)
 
-    def retire(self, queue: str, rid: str, dedup_key: str = "", trip: Trip | None = None):
-        """retire-11: a finished request out of its queue's dispatch -> whether it was registered."""
+    def retire(self, queue: str, rid: str, dedup_key: str = "", trip: Trip | None = None, *, laned: bool = False):
+        """retire-13: a finished request out of its queue's dispatch -> whether
+        it was registered. `laned`: cancel-5 found it waiting unindexed (it
+        answered 2), so it may wait in the queue's lane."""
         qk = self.keys.queue(queue)
         return self.scripts.run(trip, "retire", [qk.tokens, qk.reqs, qk.held, qk.leases, qk.parked, qk.dedup,
-                                                 qk.sched, qk.index, qk.lastserved, qk.rate, qk.packed],
-                                [rid, dedup_key or ""], _flag)
+                                                 qk.sched, qk.index, qk.lastserved, qk.rate, qk.packed, qk.lane,
+                                                 qk.tomb], [rid, dedup_key or "", "1" if laned else ""], _flag)
 
     def enqueue(self, queue: str, rid: str, *, priority: int, concurrency: int, dedup_key: str, delay_ms: int,
                 tokens: int, far: bool, rate_spec: str, group: str = "", trip: Trip | None = None):
@@ -147,29 +150,34 @@ class QueueScripts:
 
     def submit_one(self, queue: str, rid: str, meta: dict, payload: str, *, priority: int, concurrency: int,
                    dedup_key: str, delay_ms: int, expires_ms: int, rate_spec: str, lease_ms: int, max_attempts: int,
-                   retention_ms: int, channel: str, packed: bool = True, trip: Trip | None = None):
-        """submit_one-20: create and register a one-item request in the
+                   retention_ms: int, channel: str, packed: bool = True, lane: bool = False,
+                   trip: Trip | None = None):
+        """submit_one-21: create and register a one-item request in the
         queue's slot (or hand it to a resting worker; never one of a group,
         meta field `group`) -> Enqueued; EXISTS refuses. `packed`: it may
         wait packed (store/packed.py); else its meta carries its id, which
-        asks the script for the full lean layout."""
+        asks the script for the full lean layout. `lane`: it may wait in the
+        queue's lane (every worker of the queue reads lanes)."""
         keys = self._one_keys.get(queue)
         if keys is None:  # the queue's part of the keys, made once
             qk = self.keys.queue(queue)
             keys = self._one_keys[queue] = [qk.tokens, qk.seq, qk.reqs, qk.wake, qk.dedup, qk.sched, qk.index,
                                             qk.rate, qk.held, qk.leases, qk.config, qk.idle, qk.can, qk.groups,
-                                            qk.packed]
+                                            qk.packed, qk.lane]
         return self.scripts.run(trip, "submit_one", [*self.keys.request(rid).all(), *keys],
                                 [rid, priority, concurrency, dedup_key, delay_ms, expires_ms, 0, rate_spec, lease_ms,
-                                 max_attempts, retention_ms, channel, *meta_fields(meta, packed=packed), payload],
+                                 max_attempts, retention_ms, channel, *meta_fields(meta, packed=packed), payload,
+                                 "1" if lane else ""],
                                 _submitted)
 
     def adjust(self, queue: str, rid: str, *, priority: int | None = None, concurrency: int | None = None,
                trip: Trip | None = None):
-        """adjust-7: a live request's new priority and/or concurrency ->
+        """adjust-10: a live request's new priority and/or concurrency ->
         Adjusted (the old ones); NOT_FOUND (not registered) refuses."""
         qk = self.keys.queue(queue)
-        return self.scripts.run(trip, "adjust", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.parked, qk.wake, qk.packed],
+        meta = self.keys.request(rid).meta if self.keys.in_queue_slot(rid) else qk.lane  # not read: see adjust-10
+        return self.scripts.run(trip, "adjust", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.parked, qk.wake, qk.packed,
+                                                 qk.lane, qk.tomb, meta],
                                 [rid, "" if priority is None else priority, "" if concurrency is None else concurrency],
                                 _adjusted)
 

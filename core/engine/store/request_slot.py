@@ -106,7 +106,7 @@ def holders(raw) -> list[dict]:
 
 def meta_fields(meta: dict, packed: bool = False) -> list:
     """A mapping as the count-prefixed field/value list create-2 and
-    submit_one-20 take; `packed` (submit_one) leaves out what the script adds
+    submit_one-21 take; `packed` (submit_one) leaves out what the script adds
     when it unpacks the request (store/packed.py): the id, an empty de-dup key."""
     flat = [0]
     for k, v in meta.items():
@@ -122,7 +122,7 @@ def _flag(raw) -> bool:
 
 _created = refusable("create", int)
 _added = refusable("add", lambda raw: Added(int(raw[0]), int(raw[1]) == 1))
-_cancelled = refusable("cancel", _flag)
+_cancelled = refusable("cancel", int)
 _discarded = refusable("discard", int)
 _retried = refusable("retry", lambda raw: Retried(int(raw[0]), int(raw[1]) == 1))
 
@@ -182,7 +182,8 @@ class RequestScripts:
         return self.scripts.run(trip, "extend_item", [rk.items, rk.leases], [entry, worker, ms], _flag)
 
     def cancel(self, rid: str, retention_ms: int, channel: str, trip: Trip | None = None):
-        """cancel-5: True; NOT_FOUND or FINISHED refuse."""
+        """cancel-5: 1, or 2 when it waited unindexed (retire it `laned`);
+        NOT_FOUND or FINISHED refuse."""
         return self.scripts.run(trip, "cancel", self.keys.request(rid).all(), [retention_ms, channel], _cancelled)
 
     def retry(self, rid: str, channel: str, entries: list[str] | None = None, trip: Trip | None = None):

@@ -42,7 +42,7 @@ def test_scripts_never_build_key_names():
 def test_include_is_resolved_and_registry_checks_key_counts(r):
     s = scripts_mod.Scripts(r)
     assert "cycle" in s.names() and "_common" not in s.names()
-    assert "--@include" not in scripts_mod.resolve(LUA / "cycle-16.lua")
+    assert "--@include" not in scripts_mod.resolve(LUA / "cycle-18.lua")
     with pytest.raises(TypeError):
         s("cycle", ["only-one-key"], [])
 

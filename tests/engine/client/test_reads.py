@@ -34,7 +34,7 @@ def ghost_take(eng, queue, worker="ghost:1:aa"):
     cfg = eng.queue_config(queue)
     (_, token) = eng.scripts("cycle", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked, qk.wake,
                                         qk.config, qk.lastserved, qk.rate, qk.ratelog, qk.needs,
-                             qk.groups, qk.glimits, qk.gheld, qk.packed],
+                             qk.groups, qk.glimits, qk.gheld, qk.packed, qk.lane, qk.tomb],
                              [worker, cfg.lease_ms, 1, 0, 1])
     rid = token.rpartition("#")[0]
     got = eng.scripts("take", eng.keys.request(rid).all(),

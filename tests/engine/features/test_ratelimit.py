@@ -31,7 +31,7 @@ def claim(qc, queue, want, worker="w:1:aa"):
     qk, cfg = qc.keys.queue(queue), qc.queue_config(queue)
     wait, *tokens = qc.scripts("cycle", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked, qk.wake,
                                          qk.config, qk.lastserved, qk.rate, qk.ratelog, qk.needs,
-                                      qk.groups, qk.glimits, qk.gheld, qk.packed],
+                                      qk.groups, qk.glimits, qk.gheld, qk.packed, qk.lane, qk.tomb],
                                [worker, cfg.lease_ms, want, 0, 1])
     return int(wait), tokens
 

@@ -139,7 +139,7 @@ def test_clearing_wake_markers_keeps_the_handoffs(qc):
     cfg = qc.queue_config("default")
     qc.scripts("cycle", [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked, qk.wake, qk.config,
                          qk.lastserved, qk.rate, qk.ratelog, qk.needs,
-                                      qk.groups, qk.glimits, qk.gheld, qk.packed], ["w2", cfg.lease_ms, 5, 0, 1])  # nothing waits
+                                      qk.groups, qk.glimits, qk.gheld, qk.packed, qk.lane, qk.tomb], ["w2", cfg.lease_ms, 5, 0, 1])  # nothing waits
     assert len(handoffs(qc, "default")) == 1 and len(qc.redis.lrange(qk.wake, 0, -1)) == 1
 
 

@@ -15,6 +15,8 @@
     KEYS[8] wake        LIST wake markers
     KEYS[9] lastserved  HASH request id -> last claim time
     KEYS[10] packed     HASH priority -> requests waiting packed in its band (an aged one moves up)
+    KEYS[11] lane       LIST "seq|rid" of one-item requests waiting in the lane (_common.lua lane_entry)
+    KEYS[12] tomb       SET ids of lane requests that wait no more
     ARGV[1] batch size
     ARGV[2] aging interval in ms (0 = off)
 
@@ -59,9 +61,35 @@ end
 
 -- Aging: the oldest token of each level below 99 whose request has waited n
 -- intervals since it was last served (or first seen here) moves up n levels,
--- with all its waiting tokens of that level.
+-- with all its waiting tokens of that level. The lane's head, at LANE_P, ages
+-- the same way, leaving the lane for a token of its new level.
 local aged = 0
+local function age_lane_head()
+  local head = redis.call('LINDEX', KEYS[11], 0)
+  while head and redis.call('SREM', KEYS[12], select(2, lane_entry(head))) == 1 do -- waits no more
+    redis.call('LPOP', KEYS[11])
+    head = redis.call('LINDEX', KEYS[11], 0)
+  end
+  if not head then
+    redis.call('DEL', KEYS[12])
+    return
+  end
+  local score, rid = lane_entry(head)
+  local last = tonumber(redis.call('HGET', KEYS[9], rid))
+  if not last then
+    redis.call('HSET', KEYS[9], rid, now) -- the clock starts when first seen waiting
+  elseif now - last >= aging then
+    local steps = math.min(99 - LANE_P, math.floor((now - last) / aging))
+    redis.call('LPOP', KEYS[11])
+    redis.call('ZADD', KEYS[2], fmt(score - steps * BAND), rid .. '#1')
+    count_packed(KEYS[10], LANE_P, -1)
+    count_packed(KEYS[10], LANE_P + steps, 1)
+    redis.call('HSET', KEYS[9], rid, last + steps * aging)
+    aged = aged + 1
+  end
+end
 if aging > 0 then
+  age_lane_head()
   for level = 98, 0, -1 do
     local lo = (99 - level) * BAND
     local head = redis.call('ZRANGEBYSCORE', KEYS[2], fmt(lo), '(' .. fmt(lo + BAND), 'LIMIT', 0, 1)

@@ -5,7 +5,9 @@
   released); a raised limit (or a token found missing) gets fresh tokens.
   A one-item request waiting packed (waiting_packed, _common.lua) stays so:
   its token and its count move to the new band, and a concurrency limit,
-  which cannot matter to one item, changes nothing here.
+  which cannot matter to one item, changes nothing here. One waiting in the
+  lane (_common.lua lane_entry: no reqs entry, no token, and its meta says
+  it waits) leaves it for a token of its new band when its priority changes.
 
   Input:
     KEYS[1] tokens  ZSET waiting tokens
@@ -15,6 +17,10 @@
     KEYS[5] parked  ZSET token -> wake time
     KEYS[6] wake    LIST wake markers
     KEYS[7] packed  HASH priority -> requests waiting packed in its band
+    KEYS[8] lane    LIST "seq|rid" of one-item requests waiting in the lane
+    KEYS[9] tomb    SET ids of lane requests that wait no more
+    KEYS[10] meta   HASH of the request when its id is in the queue's slot (only such a request
+                    can wait packed); else any key of the queue's slot, which is not read
     ARGV[1] request id
     ARGV[2] new priority ("" keeps it)
     ARGV[3] new concurrency limit ("" keeps it)
@@ -26,11 +32,21 @@
 --@include _common.lua
 local rid = ARGV[1]
 local p, c, m, s, g = parse_req(redis.call('HGET', KEYS[3], rid))
-if not p then -- waiting packed (waiting_packed, _common.lua)
+-- waiting in the lane: with no reqs entry and no token, its meta is still packed
+-- (a payload and no state: the take or cancel that begins with it unpacks it)
+local function in_lane()
+  if not packable(rid) or redis.call('LLEN', KEYS[8]) == 0 then return false end
+  local f = redis.call('HMGET', KEYS[10], 'state', 'p')
+  return not f[1] and f[2] ~= false -- (a missing field reads as false)
+end
+if not p then -- waiting packed (waiting_packed, _common.lua), or in the lane
   p = waiting_packed(KEYS[1], rid)
+  local laned = not p and in_lane()
+  if laned then p = LANE_P end
   if not p then return -1 end -- NOT_FOUND
   local np = tonumber(ARGV[2]) or p
   if np ~= p then
+    if laned then lane_drop(KEYS[8], KEYS[9], rid) end
     redis.call('ZADD', KEYS[1], token_score(KEYS[2], np), rid .. '#1')
     count_packed(KEYS[7], p, -1)
     count_packed(KEYS[7], np, 1)

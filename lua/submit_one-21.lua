@@ -5,7 +5,9 @@
   (enqueue-9), with its id as the wake marker; unless it is handed off,
   delayed, of a group or under a rate limit of its own, with no reqs entry
   and no index entry, counted in the queue's packed hash instead
-  (waiting_packed in _common.lua). Its id carries the queue's
+  (waiting_packed in _common.lua); of those, one at LANE_P with no de-dup
+  key waits in the queue's lane instead of holding a token, when the caller
+  allows it (lane_entry in _common.lua). Its id carries the queue's
   slot tag (core/engine/keys.py).
 
   Handoff: when a worker is idle on the queue (registered by rest-2 while it
@@ -13,12 +15,12 @@
   (KEYS[18], core/engine/routing.py) and nothing may go first (the queue is
   not paused and has no rate limit, the request has no delay or rate limit
   of its own, and no token of its priority or better waits), the token is
-  claimed for that worker and the item taken for it (as cycle-16 and take-5
+  claimed for that worker and the item taken for it (as cycle-18 and take-5
   do) here, and the wake list gets the take's answer instead of a marker:
   the worker that pops it runs the item with no round trip of its own.
   A request of a group (its meta field `group`) is never handed off: its
   token gets its group's place (_common.lua group_seqs) and a wake marker,
-  so that the claim step (cycle-16) applies the group's limits.
+  so that the claim step (cycle-18) applies the group's limits.
 
   Input:
     KEYS[1] meta     HASH of the request
@@ -41,6 +43,7 @@
     KEYS[18] can     HASH worker id -> the processors it can run, each between newlines
     KEYS[19] groups  HASH s:<group> -> the last sequence given to a group's tokens (as enqueue-9)
     KEYS[20] packed  HASH priority -> requests waiting packed in its band (count_packed, _common.lua)
+    KEYS[21] lane    LIST "seq|rid" of one-item requests waiting in the lane (lane_entry, _common.lua)
     ARGV[1] request id
     ARGV[2] priority (0-99)
     ARGV[3] concurrency limit (>= 1)
@@ -59,6 +62,8 @@
                       adds them); with them, in the full lean layout with a reqs entry, which
                       workers of releases before the packed layout read
     ARGV[14+2n] the item's payload (JSON text)
+    ARGV[15+2n] "1": it may wait in the lane (every worker of the queue reads lanes:
+                store/packed.py PackedGate); absent or else: it holds a token
 
   Output:
     enqueue-9's answer: {0, id} queued (or handed off), {1, id} scheduled,
@@ -123,6 +128,7 @@ local function idle_worker()
   if cfg[1] == '1' or (cfg[2] or '') ~= '' then return nil end
   local first = redis.call('ZRANGE', KEYS[6], 0, 0, 'WITHSCORES')
   if #first == 2 and tonumber(first[2]) < (100 - priority) * BAND then return nil end -- it would go first
+  if priority <= LANE_P and redis.call('LLEN', KEYS[21]) > 0 then return nil end -- so would the lane
   return worker, rested
 end
 
@@ -135,13 +141,15 @@ local full = field('id') ~= ''
 -- waiting packed, it needs no reqs or index entry (waiting_packed, _common.lua): not handed off, not
 -- delayed, of no group and with no rate limit of its own (the claim step reads those from reqs and rate)
 local packed = not full and not worker and delay == 0 and not group and ARGV[8] == ''
+local laned = packed and dkey == '' and priority == LANE_P and ARGV[last + 2] == '1'
 if full then
   create_lean(meta_fields(now, 1, 1, ARGV, 14, last, delay, tonumber(ARGV[6])), ARGV[last + 1], now)
 else
   create_packed(now, ARGV, 14, last, delay, tonumber(ARGV[6]), ARGV[last + 1], packed)
 end
-local answer = register({KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[19], KEYS[20]}, rid,
-                        priority, tonumber(ARGV[3]), dkey, delay, 1, ARGV[7] == '1', ARGV[8], marker, group, packed, now)
+local answer = register({KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[19], KEYS[20],
+                         KEYS[21]}, rid, priority, tonumber(ARGV[3]), dkey, delay, 1, ARGV[7] == '1', ARGV[8], marker,
+                        group, packed, now, laned)
 if worker and answer[1] == 0 then
   local token, lease = rid .. '#1', tonumber(ARGV[9])
   redis.call('ZREM', KEYS[6], token)

@@ -27,6 +27,11 @@
   (_common.lua group_seqs): fair turns between groups, round-robin between
   a group's requests. Ungrouped requests read none of this.
 
+  The queue's lane (_common.lua lane_entry) is read beside the tokens: its
+  head is taken when its score as a token comes first, as the token rid#1
+  it stands for (a tombstoned head is dropped on the way), so the order is
+  the one tokens alone would give.
+
   A worker that lacks some processors (core/engine/routing.py) names them:
   a request marked in needs with one of them is passed over the same way,
   left to workers that have it. Other workers pass "" and read nothing more.
@@ -51,6 +56,9 @@
                         with a concurrency limit (a finished request's are dropped lazily)
     KEYS[16] packed     HASH priority -> requests waiting packed in its band (those claimed are counted
                         out, once a band)
+    KEYS[17] lane       LIST "seq|rid" of one-item requests waiting in the lane (read from its head)
+    KEYS[18] tomb       SET ids of lane requests that wait no more (dropped when they come to the head;
+                        the SET goes when the lane empties)
     ARGV[1] worker id
     ARGV[2] lease in ms
     ARGV[3] N, the most tokens to claim (0: only give back)
@@ -165,11 +173,33 @@ if #returned > 0 then -- back to the tail of their band, in the order given
   woken = woken + #returned
 end
 
+-- The lane, read a batch at a time from its head; `popped` entries are done
+-- with (claimed, dropped or made tokens) and leave it at the end.
+local lane, lane_at, popped, tombs, lane_out = {}, 1, 0, nil, false
+local function lane_peek(n) -- the next live entry: its score, rid (nil: none)
+  while true do
+    if lane_at > #lane then
+      if lane_out then return nil end
+      n = math.max(n, 1)
+      lane, lane_at = redis.call('LRANGE', KEYS[17], popped, popped + n - 1), 1
+      lane_out = #lane < n -- none left past these
+      if #lane == 0 then return nil end
+    end
+    local score, rid = lane_entry(lane[lane_at])
+    if tombs == nil then tombs = redis.call('EXISTS', KEYS[18]) == 1 end
+    if not (tombs and redis.call('SREM', KEYS[18], rid) == 1) then return score, rid end
+    lane_at, popped = lane_at + 1, popped + 1 -- it waits no more: dropped
+  end
+end
+local function waiting_count()
+  return redis.call('ZCARD', KEYS[1]) + redis.call('LLEN', KEYS[17]) - popped
+end
+
 local claimed = {}
 local live, least = string.match(ARGV[5] or '', '^(%d+)/?(%d*)$')
 local workers = tonumber(live) or 1
 if want > 1 and workers > 1 then -- a fair share, so other workers get tokens too
-  local in_play = redis.call('ZCARD', KEYS[1]) + redis.call('HLEN', KEYS[4])
+  local in_play = waiting_count() + redis.call('HLEN', KEYS[4])
   want = math.min(want, math.max(tonumber(least) or 1, math.ceil(in_play / workers)))
 end
 -- Rate limits: forget starts whose window has passed, then count what is left.
@@ -221,16 +251,31 @@ if want > 0 and cfg[2] ~= '1' then
   -- the tokens in line are read a batch at a time: a claimed token leaves the
   -- set and a passed-over one keeps its place, so the next unread one is
   -- always at rank `skipped`, as when they were read one by one
-  local skipped, line, at = 0, {}, 1
+  local skipped, line, at, line_out = 0, {}, 1, false
   local out_of_band = {} -- priority -> claimed requests that waited packed there, counted out at the end
+  local token, score, laned
+  local function pass_over() -- the token keeps its place; a lane entry becomes a token there
+    skipped = skipped + 1
+    if laned then redis.call('ZADD', KEYS[1], score, token) end
+  end
   for _ = 1, want + 100 + 1000 do
     if #claimed >= want or skipped > 1000 then break end
-    if at > #line then
-      line, at = redis.call('ZRANGE', KEYS[1], skipped, skipped + want - #claimed - 1, 'WITHSCORES'), 1
-      if #line == 0 then break end
+    local n = want - #claimed
+    if at > #line and not line_out then
+      line, at = redis.call('ZRANGE', KEYS[1], skipped, skipped + n - 1, 'WITHSCORES'), 1
+      line_out = #line < 2 * n -- none left past these (those passed over below go before them)
     end
-    local token, score = line[at], line[at + 1]
-    at = at + 2
+    local lscore, lrid = lane_peek(n)
+    laned = false
+    if at <= #line and not (lscore and lscore < tonumber(line[at + 1])) then
+      token, score = line[at], line[at + 1]
+      at = at + 2
+    elseif lscore then -- the lane's head comes first: taken as the token it stands for
+      token, score, laned = lrid .. '#1', lscore, true
+      lane_at, popped = lane_at + 1, popped + 1
+    else
+      break
+    end
     local rid, k = parse_token(token)
     local r = req(rid)
     if not r.p and k == 1 and packable(rid) then -- a one-item request waiting packed: its entry is made as claimed
@@ -238,18 +283,18 @@ if want > 0 and cfg[2] ~= '1' then
     end
     local l = r.g and glim(r.g)
     if r.lim and room(r.lim, 'n:' .. rid) <= 0 then
-      skipped = skipped + 1 -- this request is at its rate limit: its token keeps its place
+      pass_over() -- this request is at its rate limit: its token keeps its place
       held_back = true
     elseif l and l.rate and room(l.rate, 'n:g:' .. r.g) <= 0 then
-      skipped = skipped + 1 -- its group is at its rate limit: the token keeps its place
+      pass_over() -- its group is at its rate limit: the token keeps its place
       held_back = true
     elseif l and l.c and gheld(r.g, l) >= l.c then
-      skipped = skipped + 1 -- its group is at its concurrency limit: the token keeps its place
+      pass_over() -- its group is at its concurrency limit: the token keeps its place
     elseif lacks ~= '' and lacked(r, rid) then
-      skipped = skipped + 1 -- left for a worker that has its processor, in its place
+      pass_over() -- left for a worker that has its processor, in its place
       passed = passed + 1
     else
-      redis.call('ZREM', KEYS[1], token)
+      if not laned then redis.call('ZREM', KEYS[1], token) end
       -- a token of a finished request, or above a lowered limit, is dropped
       if r.p and k <= r.c and r.s == 'q' then
         if r.packed then
@@ -272,8 +317,13 @@ if want > 0 and cfg[2] ~= '1' then
   end
   for p, n in pairs(out_of_band) do count_packed(KEYS[16], p, -n) end
 end
+if popped > 0 then
+  redis.call('LTRIM', KEYS[17], popped, -1)
+  if tombs and redis.call('LLEN', KEYS[17]) == 0 then redis.call('DEL', KEYS[18]) end
+  popped = 0
+end
 -- wake idle workers only for tokens that are still waiting
-local left = redis.call('ZCARD', KEYS[1])
+local left = waiting_count()
 if left == 0 then
   clear_markers(KEYS[7])
 elseif woken > 0 then
@@ -281,7 +331,7 @@ elseif woken > 0 then
 end
 -- held back by a rate limit: say when the first logged start stops counting
 local wait = 0
-if held_back and redis.call('ZCARD', KEYS[1]) > 0 then
+if held_back and left > 0 then
   local first = redis.call('ZRANGE', KEYS[11], 0, 0, 'WITHSCORES')
   wait = first[2] and math.max(1, tonumber(first[2]) - now_ms()) or 1
 elseif passed > 0 and #claimed == 0 then
