@@ -277,9 +277,15 @@ if want > 0 and cfg[2] ~= '1' then
       break
     end
     local rid, k = parse_token(token)
-    local r = req(rid)
-    if not r.p and k == 1 and packable(rid) then -- a one-item request waiting packed: its entry is made as claimed
-      r.p, r.c, r.s, r.packed = band_priority(score), 1, 'q', true
+    local r
+    if laned then -- what a lane entry stands for is known (_common.lua lane_entry): nothing to read
+      r = {p = LANE_P, c = 1, s = 'q', packed = true}
+      cache[rid] = r
+    else
+      r = req(rid)
+      if not r.p and k == 1 and packable(rid) then -- a one-item request waiting packed: its entry is made as claimed
+        r.p, r.c, r.s, r.packed = band_priority(score), 1, 'q', true
+      end
     end
     local l = r.g and glim(r.g)
     if r.lim and room(r.lim, 'n:' .. rid) <= 0 then

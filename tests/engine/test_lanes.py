@@ -109,6 +109,24 @@ def test_aging_takes_the_lanes_head_up_to_a_token(qc):
     assert claim(qc, "default", "w1", 3) == [f"{old.id}#1", f"{better.id}#1", f"{young.id}#1"]
 
 
+def test_a_lane_entry_passed_over_becomes_its_token_in_its_place(qc):
+    """A worker that lacks a processor passes over what is marked with it
+    (routing.py): a lane entry so marked goes into the tokens at its own
+    score, and the next claim of a worker that has it keeps the order."""
+    qk, r = qc.keys.queue("default"), qc.redis
+    a, b, c = (qc.submit("default", "echo", [x], dedup=False) for x in "abc")
+    r.hset(qk.needs, a.id, "1|echo")  # as if a worker had found it could not run a
+    cfg = qc.queue_config("default")
+    keys = [qk.tokens, qk.seq, qk.reqs, qk.held, qk.leases, qk.parked, qk.wake, qk.config, qk.lastserved, qk.rate,
+            qk.ratelog, qk.needs, qk.groups, qk.glimits, qk.gheld, qk.packed, qk.lane, qk.tomb]
+    got = qc.scripts("cycle", keys, ["w-lacks", cfg.lease_ms, 1, 0, 1, "\necho\n"])
+    assert got == [0, f"{b.id}#1"]  # a passed over, b claimed
+    assert r.zrange(qk.tokens, 0, -1) == [f"{a.id}#1"] and r.lrange(qk.lane, 0, -1) == [r.lindex(qk.lane, 0)]
+    assert r.hgetall(qk.packed) == {"50": "2"}
+    r.hdel(qk.needs, a.id)
+    assert claim(qc, "default", "w1", 3) == [f"{a.id}#1", f"{c.id}#1"]
+
+
 def test_a_queue_served_by_a_worker_of_the_release_before_gets_tokens(qc):
     """A worker from before lanes (its `can` entry lacks LANE_MARK) would never
     claim a lane entry: producers make tokens until it has gone."""
