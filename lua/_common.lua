@@ -66,7 +66,7 @@ end
   LANE_P, with no de-dup key, may wait in its queue's lane instead of
   holding a token: a LIST of "seq|rid", seq from the token order counter, so
   the lane is in claim order. It is counted in `packed` under LANE_P as if it
-  held its token rid#1 at score lane_score(seq), and the claim step (cycle-18)
+  held its token rid#1 at the score lane_entry gives, and the claim step (cycle-18)
   takes the lane's head and the tokens in order of those scores. A lane
   request that waits no more (cancelled, moved to a token) leaves the lane
   at once when it is the head (lane_drop), else its id goes into the

@@ -14,7 +14,8 @@
   blocks on the wake list) that says it can run the request's processor
   (KEYS[18], core/engine/routing.py) and nothing may go first (the queue is
   not paused and has no rate limit, the request has no delay or rate limit
-  of its own, and no token of its priority or better waits), the token is
+  of its own, and no token of its priority or better waits, nor a lane entry
+  when its priority is LANE_P or below), the token is
   claimed for that worker and the item taken for it (as cycle-18 and take-5
   do) here, and the wake list gets the take's answer instead of a marker:
   the worker that pops it runs the item with no round trip of its own.
