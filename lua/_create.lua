@@ -21,13 +21,22 @@ end
 -- _request.lua): its creation time, the meta fields A[first..last], the
 -- times, and the payload, in the meta hash alone. One that waits unindexed
 -- (`bare`: no reader lists it through the index) leaves out what that
--- implies, `lean` 1 and `state` queued (WAITING in _request.lua).
-local function create_packed(now, A, first, last, delay, exp, payload, bare)
+-- implies, `lean` 1 and `state` queued (WAITING in _request.lua); `compact`
+-- besides, it takes the short names and leaves out what those imply.
+local function create_packed(now, A, first, last, delay, exp, payload, bare, compact)
   local args = with_fields({'created_at', now}, now, A, first, last, delay, exp)
   if bare then
+    local kept = {}
     for i = 1, #args - 1, 2 do
-      if args[i] == 'state' then table.remove(args, i); table.remove(args, i); break end
+      local name, value = args[i], args[i + 1]
+      if compact and ((name == 'priority' and value == COMPACT_P) or (name == 'concurrency' and value == COMPACT_C)) then
+        name = nil
+      elseif compact then
+        name = SHORT[name] or name
+      end
+      if name and name ~= 'state' then kept[#kept + 1] = name; kept[#kept + 1] = value end
     end
+    args = kept
   else
     args[#args + 1] = 'lean'; args[#args + 1] = 1
   end

@@ -142,16 +142,32 @@ end
   such request has at first (id, total 1, finalized 1, zero counters, an empty
   de-dup key); its items hash does not exist yet. One that waits unindexed
   leaves out `lean` and `state` too (create_packed): its state is WAITING.
-  The first script that takes
+  Such a one may be compact besides (its field q says so): the names of
+  SHORT, and no priority or concurrency while they are COMPACT_P and
+  COMPACT_C. The first script that takes
   or cancels it calls unpack_lean, which makes both as a lean request has
-  them; readers in Python expand it the same way (core/engine/store/packed.py).
-  `known` is {payload, created_at, dedup_key, state, lean} of the meta when the caller
-  has read them already (a take), else nil; returns the item's hash fields
+  them, with the full names; readers in Python expand it the same way
+  (core/engine/store/packed.py).
+  `known` is {payload, created_at, dedup_key, state, lean, q, {c, f, priority,
+  concurrency}} of the meta when the caller has read them already (a take),
+  else nil; returns the item's hash fields
   as HMGET i, p, e, d would (nil if it was not packed). A take that hands
   the item out at once passes `deliver` = {worker, now}: the item is written
   delivered (d 1, h, t) and the request running, in the same two writes.
 ]]
 local WAITING = 'queued' -- the state of a packed request whose meta has none
+-- The compact layout's names (store/packed.py SHORT), and what it implies when a field is absent:
+-- a compact meta holds a few fields of a few bytes each, so that a waiting job costs under 200 B.
+local SHORT = {created_at = 'c', queue = 'q', processor = 'f'}
+local COMPACT_P, COMPACT_C = '50', '10' -- LANE_P, QueueConfig's default concurrency
+
+-- The fields a compact meta's unpacking writes: c, q, f by their full names,
+-- and the priority and concurrency it implied. `s` is {c, f, priority, concurrency}.
+local function full_names(fields, q, s)
+  for _, v in ipairs({'created_at', s[1], 'queue', q, 'processor', s[2]}) do fields[#fields + 1] = v end
+  if not s[3] then fields[#fields + 1] = 'priority'; fields[#fields + 1] = COMPACT_P end
+  if not s[4] then fields[#fields + 1] = 'concurrency'; fields[#fields + 1] = COMPACT_C end
+end
 
 -- the state of a request, from its meta (nil: there is no such request)
 local function state_of(meta)
@@ -160,11 +176,14 @@ local function state_of(meta)
 end
 
 local function unpack_lean(meta, items, known, deliver)
-  local f = known or redis.call('HMGET', meta, 'p', 'created_at', 'dedup_key', 'state', 'lean')
+  local f = known or redis.call('HMGET', meta, 'p', 'created_at', 'dedup_key', 'state', 'lean', 'q')
   if not f[1] then return nil end
-  local item = {'0', f[1], f[2] .. '-0', deliver and '1' or '0'}
+  local short = f[6] and (f[7] or redis.call('HMGET', meta, 'c', 'f', 'priority', 'concurrency'))
+  local created = short and short[1] or f[2]
+  local item = {'0', f[1], created .. '-0', deliver and '1' or '0'}
   local fields = {'id', string.match(meta, ':([^:]+):meta$'), 'finalized', 1, 'done', 0, 'failed', 0, 'expired', 0,
                   'total', 1}
+  if short then full_names(fields, f[6], short) end
   if not f[3] then fields[#fields + 1] = 'dedup_key'; fields[#fields + 1] = '' end
   if not f[5] then fields[#fields + 1] = 'lean'; fields[#fields + 1] = 1 end
   if not f[4] and not deliver then fields[#fields + 1] = 'state'; fields[#fields + 1] = WAITING end
@@ -174,9 +193,25 @@ local function unpack_lean(meta, items, known, deliver)
   else
     redis.call('HSET', items, 'i', item[1], 'p', item[2], 'e', item[3], 'd', item[4])
   end
-  redis.call('HDEL', meta, 'p')
+  if short then redis.call('HDEL', meta, 'p', 'c', 'q', 'f') else redis.call('HDEL', meta, 'p') end
   redis.call('HSET', meta, unpack(fields))
   return item
+end
+
+-- Cancel the request at R[1..5] (cancel-5 and cancel_one-18): items not yet
+-- started never run, a packed one is unpacked so that its item reads as one
+-- that never ran. Returns cancel-5's answer.
+local function cancel_request(retention_ms, channel)
+  local state = state_of(R[1])
+  if not state then return -1 end -- NOT_FOUND
+  if TERMINAL[state] then return -2 end -- FINISHED
+  local now = now_ms()
+  local unindexed = redis.call('HEXISTS', R[1], 'state') == 0
+  unpack_lean(R[1], R[2])
+  redis.call('HSET', R[1], 'state', 'cancelled', 'finished_at', now)
+  expire_all(retention_ms)
+  publish(R[1], channel, now, 'finished')
+  return unindexed and 2 or 1
 end
 
 local function is_lean(items)

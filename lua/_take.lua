@@ -9,9 +9,14 @@ local function take_request(worker, lease, max_attempts, retention, channel, wan
   local meta = R[1]
   -- every meta field a take reads, in one call
   local info = redis.call('HMGET', meta, 'processor', 'dedup_key', 'time_limit', 'priority', 'lean', 'concurrency',
-                          'rate_limit', 'state', 'expires_at', 'started_at', 'p', 'created_at')
+                          'rate_limit', 'state', 'expires_at', 'started_at', 'p', 'created_at', 'q', 'c', 'f')
   local state = info[8] or (info[11] and WAITING) -- one waiting unindexed has no state field (_request.lua)
   if not state then return -1 end -- NOT_FOUND
+  local short = info[13] and {info[14], info[15], info[4], info[6]} -- compact (_request.lua SHORT)
+  if short then
+    info[1], info[12] = info[15], info[14]
+    info[4], info[6] = info[4] or COMPACT_P, info[6] or COMPACT_C
+  end
   local processor, dedup, limit = info[1] or '', info[2] or '', info[3] or ''
   local priority, lean = tonumber(info[4]) or 0, (info[5] == '1' or info[11]) and 1 or 0
   local expires_at = tonumber(info[9])
@@ -20,12 +25,13 @@ local function take_request(worker, lease, max_attempts, retention, channel, wan
   -- handed out in one write of each hash, as the steps below would leave it
   if info[11] and want == 1 and not guard and not TERMINAL[state] and max_attempts >= 1
       and not (expires_at and now >= expires_at) then
-    local item = unpack_lean(meta, R[2], {info[11], info[12], info[2], info[8], info[5]}, {worker, now})
+    local item = unpack_lean(meta, R[2], {info[11], info[12], info[2], info[8], info[5], info[13], short},
+                             {worker, now})
     redis.call('ZADD', R[3], now + lease, item[3])
     return {0, 0, processor, dedup, limit, priority, lean, item[3], item[1], item[2], 1}
   end
   -- any other first take of a packed request: its item as unpacked, never delivered
-  local unpacked = info[11] and unpack_lean(meta, R[2], {info[11], info[12], info[2], info[8], info[5]})
+  local unpacked = info[11] and unpack_lean(meta, R[2], {info[11], info[12], info[2], info[8], info[5], info[13], short})
   if TERMINAL[state] then return {4, 0, processor, dedup, limit, priority, lean} end
   if guard then
     local k, p = string.match(guard, '^(%d+)|(%d+)$')

@@ -13,16 +13,9 @@
         queue's retire-13 is told, since such a request may wait in the lane
     -1  no such request
     -2  already finished
+  A request of its queue's slot is cancelled and retired in one call by
+  cancel_one-18 instead.
 ]]
 --@include _common.lua
 --@include _request.lua
-local state = state_of(KEYS[1])
-if not state then return -1 end -- NOT_FOUND
-if TERMINAL[state] then return -2 end -- FINISHED
-local now = now_ms()
-local unindexed = redis.call('HEXISTS', KEYS[1], 'state') == 0
-unpack_lean(KEYS[1], KEYS[2]) -- a one-item request that never ran ends as one that did (its item is readable)
-redis.call('HSET', KEYS[1], 'state', 'cancelled', 'finished_at', now)
-expire_all(tonumber(ARGV[1]))
-publish(KEYS[1], ARGV[2], now, 'finished')
-return unindexed and 2 or 1
+return cancel_request(tonumber(ARGV[1]), ARGV[2])

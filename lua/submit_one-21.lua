@@ -64,7 +64,9 @@
                       workers of releases before the packed layout read
     ARGV[14+2n] the item's payload (JSON text)
     ARGV[15+2n] "1": it may wait in the lane (every worker of the queue reads lanes:
-                store/packed.py PackedGate); absent or else: it holds a token
+                store/packed.py PackedGate); "2": that, and waiting unindexed its meta may
+                be compact (_request.lua SHORT: every worker reads that too); absent or
+                else: it holds a token, and its meta has the full names
 
   Output:
     enqueue-9's answer: {0, id} queued (or handed off), {1, id} scheduled,
@@ -142,11 +144,12 @@ local full = field('id') ~= ''
 -- waiting packed, it needs no reqs or index entry (waiting_packed, _common.lua): not handed off, not
 -- delayed, of no group and with no rate limit of its own (the claim step reads those from reqs and rate)
 local packed = not full and not worker and delay == 0 and not group and ARGV[8] == ''
-local laned = packed and dkey == '' and priority == LANE_P and ARGV[last + 2] == '1'
+local allows = ARGV[last + 2] or ''
+local laned = packed and dkey == '' and priority == LANE_P and (allows == '1' or allows == '2')
 if full then
   create_lean(meta_fields(now, 1, 1, ARGV, 14, last, delay, tonumber(ARGV[6])), ARGV[last + 1], now)
 else
-  create_packed(now, ARGV, 14, last, delay, tonumber(ARGV[6]), ARGV[last + 1], packed)
+  create_packed(now, ARGV, 14, last, delay, tonumber(ARGV[6]), ARGV[last + 1], packed, allows == '2')
 end
 local answer = register({KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[19], KEYS[20],
                          KEYS[21]}, rid, priority, tonumber(ARGV[3]), dkey, delay, 1, ARGV[7] == '1', ARGV[8], marker,

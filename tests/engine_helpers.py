@@ -124,13 +124,18 @@ class Threads:
         self.join()
 
 
-def kill_at_random(workers, queue: str, *, seed: int, kills: int, low: float = 0.2, high: float = 0.5) -> None:
+def kill_at_random(workers, queue: str, *, seed: int, kills: int, low: float = 0.2, high: float = 0.5,
+                   busy=None) -> None:
     """Two worker processes of `queue`; `kills` times, after a seeded random
-    pause in [low, high) s, one of them is SIGKILLed and a fresh one started."""
+    pause in [low, high) s (and, with `busy`, once it answers true: work is
+    in flight, however long the workers took to start), one of them is
+    SIGKILLed and a fresh one started."""
     procs = [workers.start(queue), workers.start(queue)]
     rng = random.Random(seed)
     for _ in range(kills):
         time.sleep(rng.uniform(low, high))
+        if busy is not None:
+            wait_for(busy, 30, interval=0.005)
         workers.kill(procs.pop(rng.randrange(len(procs))))
         procs.append(workers.start(queue))
 

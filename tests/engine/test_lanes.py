@@ -39,8 +39,7 @@ def test_a_one_item_request_at_the_lane_priority_waits_in_the_lane_not_as_a_toke
     stats = qc.queue_stats("default")
     assert (stats["depth"], stats["depth_by_priority"], stats["tokens_waiting"]) == (7, {51: 1, 50: 6}, 7)
     assert set(qc.live_requests("default")) == set(order)
-    assert packed.oldest_waiting(r, qc.keys, "default", [50]) == int(r.hget(qc.keys.request(subs[0].id).meta,
-                                                                          "created_at"))
+    assert packed.oldest_waiting(r, qc.keys, "default", [50]) == int(qc.reads.meta(subs[0].id)["created_at"])
     assert claim(qc, "default", "w1", 10) == [f"{rid}#1" for rid in order]
     assert not r.exists(qk.lane) and not r.exists(qk.packed)
 
@@ -220,7 +219,8 @@ def test_sigkill_at_random_instants_loses_no_request_waiting_in_the_lane(qc, wor
     cancelled = {s.id for s in subs[100:500:50]}  # tombstones on the way
     for rid in cancelled:
         qc.cancel(rid)
-    kill_at_random(workers, "crash", seed=7, kills=5, low=0.4, high=0.8)
+    held = qc.keys.queue("crash").held
+    kill_at_random(workers, "crash", seed=7, kills=5, low=0.1, high=0.4, busy=lambda: qc.redis.hlen(held) > 0)
     rids = [s.id for s in subs]
 
     def all_over():
@@ -235,3 +235,42 @@ def test_sigkill_at_random_instants_loses_no_request_waiting_in_the_lane(qc, wor
         attempts.append(rec.get("attempts", 1))
     assert max(attempts) >= 2, "no kill landed on an item in flight: the test proved nothing"
     wait_for(lambda: dispatch_is_empty(qc, "crash"), 10)
+
+
+LANE_STATE = """return {redis.call('LRANGE', KEYS[1], 0, -1), redis.call('SMEMBERS', KEYS[2]),
+                        redis.call('HGET', KEYS[3], '50')}"""  # read at one instant: the three share a slot
+
+
+def test_cancels_racing_the_workers_at_the_lanes_head_keep_its_count_exact(qc, workers):
+    """A cancel of a lane request is one script with its retire (cancel_one-18):
+    cancels of the request a worker is about to claim leave no tombstone of
+    an id the lane does not hold, and the band's count always equals the
+    lane's live entries."""
+    qc.define_queue("race", QueueConfig(lease_seconds=5))
+    qk = qc.keys.queue("race")
+    subs = [qc.submit("race", "sleep", [0.003], dedup=False) for _ in range(400)]
+    workers.start("race")
+    wait_for(lambda: qc.redis.hlen(qk.held) > 0, 30, interval=0.005, message=workers.logs())
+    cancelled, checks = set(), 0
+    while True:
+        lane, tomb, count = qc.redis.eval(LANE_STATE, 3, qk.lane, qk.tomb, qk.packed)
+        ids = [entry.partition("|")[2] for entry in lane]
+        assert set(tomb) <= set(ids), "a tombstone of an id the lane does not hold"
+        assert int(count or 0) == len([rid for rid in ids if rid not in tomb])
+        checks += 1
+        live = [rid for rid in ids if rid not in tomb]
+        if not live:
+            break
+        try:
+            qc.cancel(live[0])  # the head: the one a worker claims next
+            cancelled.add(live[0])
+        except QueueError:  # claimed and finished meanwhile
+            pass
+    rids = [s.id for s in subs]
+    wait_for(lambda: all(s["state"] in ("completed", "cancelled") for s in qc.statuses(rids)), 60,
+             message=workers.logs())
+    assert len(cancelled) > 20 and checks > 20
+    for rid, status in zip(rids, qc.statuses(rids)):  # one outcome each; one running when cancelled finishes
+        (rec,) = list(qc.results(rid))
+        assert rec["status"] in (("cancelled", "done") if status["state"] == "cancelled" else ("done",))
+    wait_for(lambda: dispatch_is_empty(qc, "race"), 10)

@@ -123,8 +123,7 @@ def test_a_waiting_one_item_request_has_no_index_entry_and_its_band_counts_it(qc
     assert packed.unindexed(r, qc.keys, "default") == [a.id, b.id]
     assert packed.unindexed(r, qc.keys, "default", counted=False) == [a.id]
     assert set(qc.live_requests("default")) == {a.id, b.id}
-    assert packed.oldest_waiting(r, qc.keys, "default", [50]) == int(qc.redis.hget(qc.keys.request(b.id).meta,
-                                                                                   "created_at"))
+    assert packed.oldest_waiting(r, qc.keys, "default", [50]) == int(qc.reads.meta(b.id)["created_at"])
     qc.redis.hdel(qk.held, f"{a.id}#1")  # as if its worker died: the lease brings it back
     qc.redis.zadd(qk.leases, {f"{a.id}#1": 0})
     burst(qc)

@@ -13,7 +13,7 @@ from queueadmin.core.engine.features import latency
 from queueadmin.core.engine.features.encryption import open_record, payload_value
 from queueadmin.core.engine.states import TERMINAL  # noqa: F401 (read from here by the Django side too)
 from queueadmin.core.engine.store import Store
-from queueadmin.core.engine.store.packed import as_unpacked, item_of, read_unpacked, unindexed, unpacked_meta
+from queueadmin.core.engine.store.packed import SHORT, as_unpacked, item_of, read_unpacked, unindexed, unpacked_meta
 
 _COUNTERS = ("total", "done", "failed", "expired", "priority", "concurrency")
 _TIMES = ("created_at", "started_at", "finished_at", "not_before", "expires_at")
@@ -127,12 +127,12 @@ class Reads:
         rk = self.keys.request(rid)
         pipe = self.redis.pipeline(transaction=False)
         pipe.type(rk.items)
-        pipe.hmget(rk.meta, "p", "created_at")
-        kind, (payload, created) = pipe.execute()
+        pipe.hmget(rk.meta, "p", "created_at", SHORT["created_at"])
+        kind, (payload, created, short) = pipe.execute()
         if kind == "hash":
             return self.redis.hgetall(rk.items)
         if kind == "none" and payload is not None:  # packed: waiting for its first take (store/packed.py)
-            return item_of(payload, created)
+            return item_of(payload, created or short)
         return {} if kind == "none" else None
 
     def item(self, rid: str, entry: str) -> dict | None:

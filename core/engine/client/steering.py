@@ -30,10 +30,13 @@ class Steering:
         meta = self.reads.meta(rid)
         config = self.reads.queue_config(meta["queue"])
         try:
-            answer = self.store.request.cancel(rid, config.retention_ms, self.channel)
+            if self.keys.in_queue_slot(rid):  # one call: nothing can take it between cancel and retire
+                self.store.queue.cancel_one(meta["queue"], rid, config.retention_ms, self.channel)
+            else:
+                self.store.request.cancel(rid, config.retention_ms, self.channel)
+                self.store.queue.retire(meta["queue"], rid, meta.get("dedup_key", ""))
         except ScriptError as exc:
             raise QueueError(refusal(rid, exc.code)) from exc
-        self.store.queue.retire(meta["queue"], rid, meta.get("dedup_key", ""), laned=answer == 2)
         self._ask_stop(rid)  # its running items stop too (watchdog.py)
         events.fire(events.CANCELLED, events.Cancelled(self.client, rid, meta))  # chains, webhooks (events.py)
 

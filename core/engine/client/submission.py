@@ -147,6 +147,7 @@ class Submitter:
         queue = meta["queue"]
         terms = dict(priority=meta["priority"], concurrency=meta["concurrency"], dedup_key=meta["dedup_key"],
                      packed=self.gate.allows(queue), lane=self.gate.lanes(queue),
+                     compact=self.gate.compact(queue),
                      delay_ms=delay_ms, expires_ms=expires_ms, rate_spec=rate.spec if rate else "",
                      lease_ms=config.lease_ms, max_attempts=config.max_attempts, retention_ms=config.retention_ms,
                      channel=self.channel)

@@ -69,11 +69,11 @@ def _rewrap_batch(store, ring: Keyring, metas: list[str], done: Rewrap, dry_run:
     pipe = r.pipeline(transaction=False)
     for rid in rids:
         rk = keys.request(rid)
-        pipe.hget(rk.meta, "queue")
+        pipe.hmget(rk.meta, "queue", packed.SHORT["queue"])  # the latter in a compact meta (store/packed.py)
         pipe.type(rk.items)
         pipe.hlen(rk.results)
     found = pipe.execute()
-    small = [rid for n, rid in enumerate(rids) if found[3 * n] and 0 < found[3 * n + 2] <= BIG_HASH]
+    small = [rid for n, rid in enumerate(rids) if any(found[3 * n]) and 0 < found[3 * n + 2] <= BIG_HASH]
     pipe = r.pipeline(transaction=False)
     for rid in small:
         pipe.hgetall(keys.request(rid).results)
@@ -82,7 +82,7 @@ def _rewrap_batch(store, ring: Keyring, metas: list[str], done: Rewrap, dry_run:
     lean, streams = [], []
     for n, rid in enumerate(rids):
         queue, kind, count = found[3 * n:3 * n + 3]
-        if not queue:
+        if not any(queue):
             continue  # not a request's meta hash, or gone meanwhile
         done.requests += 1
         rk = keys.request(rid)

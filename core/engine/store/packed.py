@@ -6,6 +6,10 @@ first script that takes or cancels it unpacks it (``unpack_lean`` in
 lua/_request.lua): the meta gets those fields, and the item its own small
 hash. Readers here see a packed request exactly as an unpacked one.
 
+One waiting unindexed may be compact besides (its field ``q`` says so):
+short names for three fields (SHORT), and no priority or concurrency while
+they are what it implies (IMPLIED), so that a waiting job costs under 200 B.
+
 Such a request never gets an entry in its queue's ``index`` (lua/_register.lua):
 while it waits, its token stands for it and the queue's ``packed`` hash counts
 it under its band; once claimed, its token is held or parked. One at LANE_P
@@ -29,15 +33,36 @@ PAYLOAD = "p"  # the meta field that holds a packed request's payload
 # and `state` only to one that waits unindexed, which is made without them.
 DEFAULTS = {"finalized": "1", "done": "0", "failed": "0", "expired": "0", "total": "1", "dedup_key": "",
             "lean": "1", "state": "queued"}
+# The compact layout (SHORT and COMPACT_P/COMPACT_C in lua/_request.lua): the
+# short name of each of three fields, and what an absent field implies.
+SHORT = {"created_at": "c", "queue": "q", "processor": "f"}
+IMPLIED = {"priority": str(LANE_P), "concurrency": "10"}
+COMPACT = SHORT["queue"]  # the field that says a meta is compact
 
 
 def unpacked_meta(rid: str, meta: dict) -> dict:
     """The meta hash as unpack_lean would leave it ({} stays {})."""
     if PAYLOAD not in meta:
         return meta
+    if COMPACT in meta:
+        meta = _full_names(meta)
     out = {**DEFAULTS, **meta, "id": rid}
     del out[PAYLOAD]
     return out
+
+
+def _full_names(meta: dict) -> dict:
+    """A compact meta with the full names, and what it implied."""
+    out = {k: v for k, v in meta.items() if k not in _SHORT_NAMES}
+    for name, short in SHORT.items():
+        if short in meta:
+            out[name] = meta[short]
+    for name, value in IMPLIED.items():
+        out.setdefault(name, value)
+    return out
+
+
+_SHORT_NAMES = frozenset(SHORT.values())
 
 
 def item_of(payload: str, created_at: str) -> dict:
@@ -48,7 +73,9 @@ def item_of(payload: str, created_at: str) -> dict:
 def unpacked_values(fields: tuple | list, values: list) -> list:
     """Meta fields read by name (HMGET, SORT ... GET), as they would be
     unpacked: when `fields` include "total", a meta that has some of them
-    but no total is packed, and gets the defaults."""
+    but no total is packed, and gets the defaults. Never compact: a reader
+    by name goes through the index or a schedule, and a compact meta is of
+    one waiting unindexed (read_unpacked reads those)."""
     if "total" not in fields:
         return values
     if values[fields.index("total")] is not None or all(v is None for v in values):
@@ -64,14 +91,21 @@ def _filled(fields, values: list) -> list:
 def read_unpacked(pipe, key: str, fields) -> None:
     """Queue an HMGET of meta `fields` whose answer `as_unpacked` reads: with
     the payload, which tells a request waiting packed (whose meta may have
-    none of `fields`) from one that is gone."""
-    pipe.hmget(key, *fields, PAYLOAD)
+    none of `fields`) from one that is gone, and the compact layout's fields."""
+    pipe.hmget(key, *fields, PAYLOAD, *SHORT.values())
 
 
 def as_unpacked(fields, values: list) -> list:
     """The values of `fields` of an answer of read_unpacked, as unpacked."""
-    *values, payload = values
-    return values if payload is None else _filled(fields, values)
+    n = len(fields)
+    values, payload, short = values[:n], values[n], values[n + 1:]
+    if payload is None:
+        return values
+    read = {k: v for k, v in [*zip(fields, values), *zip(SHORT.values(), short)] if v is not None}
+    if COMPACT in read:
+        full = _full_names(read)
+        values = [full.get(f) for f in fields]
+    return _filled(fields, values)
 
 
 def unindexed(redis, keys: Keys, queue: str, limit: int | None = None, *, counted: bool = True) -> list[str]:
@@ -140,17 +174,19 @@ def oldest_waiting(redis, keys: Keys, queue: str, priorities) -> int | None:
     indexed = redis.zmscore(qk.index, found)  # such a head does not wait packed: the index's own head counts it
     pipe = redis.pipeline(transaction=False)
     for rid in found:
-        pipe.hget(keys.request(rid).meta, "created_at")
-    return min((int(c) for c, score in zip(pipe.execute(), indexed) if c and score is None), default=None)
+        pipe.hmget(keys.request(rid).meta, "created_at", SHORT["created_at"])
+    made = [full or short for full, short in pipe.execute()]
+    return min((int(c) for c, score in zip(made, indexed) if c and score is None), default=None)
 
 
 # A worker that reads packed requests says so in its queues' `can` hashes
 # (routing.py), a line of its own beside the processors it can run; one that
 # also counts the claims of those waiting without an index entry (cycle-18)
-# adds a second, and one that reads the queue's lane a third. It writes all:
-# producers of the releases before look for the first two.
-PACKED_MARK, COUNTED_MARK, LANE_MARK = "\x00packed", "\x00counted", "\x00lane"
-WORKER_MARKS = (PACKED_MARK, COUNTED_MARK, LANE_MARK)
+# adds a second, one that reads the queue's lane a third, and one that reads
+# compact metas a fourth. It writes all: producers of the releases before
+# look for the first ones.
+PACKED_MARK, COUNTED_MARK, LANE_MARK, COMPACT_MARK = "\x00packed", "\x00counted", "\x00lane", "\x00compact"
+WORKER_MARKS = (PACKED_MARK, COUNTED_MARK, LANE_MARK, COMPACT_MARK)
 GATE_SECONDS = 5.0  # how long a producer trusts what it read of a queue's workers
 
 
@@ -163,19 +199,21 @@ class PackedGate:
     good. Such a producer asks submit_one for the full lean layout (it sends
     the id), which every release reads. Likewise a request may wait in the
     queue's lane only while every worker writes LANE_MARK: one from before
-    lanes would never claim it. Read once per GATE_SECONDS per queue."""
+    lanes would never claim it; and be compact only while every worker
+    writes COMPACT_MARK: one from before would take it without its processor.
+    Read once per GATE_SECONDS per queue."""
 
     def __init__(self, redis, keys):
         self.redis, self.keys = redis, keys
-        self._known: dict[str, tuple[float, bool, bool]] = {}
+        self._known: dict[str, tuple[float, bool, bool, bool]] = {}
 
-    def _read(self, queue: str) -> tuple[float, bool, bool]:
+    def _read(self, queue: str) -> tuple[float, bool, bool, bool]:
         now = time.monotonic()
         known = self._known.get(queue)
         if known is None or now - known[0] > GATE_SECONDS:
             workers = self.redis.hvals(self.keys.queue(queue).can)
-            known = self._known[queue] = (now, all(COUNTED_MARK in text for text in workers),
-                                          all(LANE_MARK in text for text in workers))
+            known = self._known[queue] = (now, *(all(mark in text for text in workers)
+                                                 for mark in (COUNTED_MARK, LANE_MARK, COMPACT_MARK)))
         return known
 
     def allows(self, queue: str) -> bool:
@@ -185,6 +223,10 @@ class PackedGate:
     def lanes(self, queue: str) -> bool:
         """Whether they may wait in the queue's lane."""
         return self._read(queue)[2]
+
+    def compact(self, queue: str) -> bool:
+        """Whether those waiting unindexed may have a compact meta."""
+        return self._read(queue)[3]
 
     def forget(self) -> None:
         self._known.clear()

@@ -96,6 +96,7 @@ def _rested(raw) -> list[Handoff]:
 
 _adjusted = refusable("adjust", lambda raw: Adjusted(int(raw[0]), int(raw[1])))
 _unparked = refusable("unpark", int)
+_cancelled = refusable("cancel_one", int)
 
 
 class QueueScripts:
@@ -131,10 +132,19 @@ class QueueScripts:
         """retire-13: a finished request out of its queue's dispatch -> whether
         it was registered. `laned`: cancel-5 found it waiting unindexed (it
         answered 2), so it may wait in the queue's lane."""
+        return self.scripts.run(trip, "retire", self._retire_keys(queue), [rid, dedup_key or "", "1" if laned else ""],
+                                _flag)
+
+    def cancel_one(self, queue: str, rid: str, retention_ms: int, channel: str, trip: Trip | None = None):
+        """cancel_one-18: cancel a request of the queue's slot and retire it,
+        in one call -> cancel-5's answer; NOT_FOUND or FINISHED refuse."""
+        return self.scripts.run(trip, "cancel_one", [*self.keys.request(rid).all(), *self._retire_keys(queue)],
+                                [retention_ms, channel, rid], _cancelled)
+
+    def _retire_keys(self, queue: str) -> list[str]:
         qk = self.keys.queue(queue)
-        return self.scripts.run(trip, "retire", [qk.tokens, qk.reqs, qk.held, qk.leases, qk.parked, qk.dedup,
-                                                 qk.sched, qk.index, qk.lastserved, qk.rate, qk.packed, qk.lane,
-                                                 qk.tomb], [rid, dedup_key or "", "1" if laned else ""], _flag)
+        return [qk.tokens, qk.reqs, qk.held, qk.leases, qk.parked, qk.dedup, qk.sched, qk.index, qk.lastserved,
+                qk.rate, qk.packed, qk.lane, qk.tomb]
 
     def enqueue(self, queue: str, rid: str, *, priority: int, concurrency: int, dedup_key: str, delay_ms: int,
                 tokens: int, far: bool, rate_spec: str, group: str = "", trip: Trip | None = None):
@@ -151,13 +161,14 @@ class QueueScripts:
     def submit_one(self, queue: str, rid: str, meta: dict, payload: str, *, priority: int, concurrency: int,
                    dedup_key: str, delay_ms: int, expires_ms: int, rate_spec: str, lease_ms: int, max_attempts: int,
                    retention_ms: int, channel: str, packed: bool = True, lane: bool = False,
-                   trip: Trip | None = None):
+                   compact: bool = False, trip: Trip | None = None):
         """submit_one-21: create and register a one-item request in the
         queue's slot (or hand it to a resting worker; never one of a group,
         meta field `group`) -> Enqueued; EXISTS refuses. `packed`: it may
         wait packed (store/packed.py); else its meta carries its id, which
         asks the script for the full lean layout. `lane`: it may wait in the
-        queue's lane (every worker of the queue reads lanes)."""
+        queue's lane (every worker of the queue reads lanes); `compact`
+        besides: waiting unindexed, its meta may be compact (they read that)."""
         keys = self._one_keys.get(queue)
         if keys is None:  # the queue's part of the keys, made once
             qk = self.keys.queue(queue)
@@ -167,7 +178,7 @@ class QueueScripts:
         return self.scripts.run(trip, "submit_one", [*self.keys.request(rid).all(), *keys],
                                 [rid, priority, concurrency, dedup_key, delay_ms, expires_ms, 0, rate_spec, lease_ms,
                                  max_attempts, retention_ms, channel, *meta_fields(meta, packed=packed), payload,
-                                 "1" if lane else ""],
+                                 ("2" if compact else "1") if lane else ""],
                                 _submitted)
 
     def adjust(self, queue: str, rid: str, *, priority: int | None = None, concurrency: int | None = None,

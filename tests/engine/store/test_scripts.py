@@ -52,6 +52,7 @@ SAMPLES = {
     "adjust": lambda s, t, n: s.queue.adjust("q", "r1", priority=60, trip=t),
     "adopt": lambda s, t, n: s.queue.adopt("q", "r1", made_for="w2", worker="w1", lease_ms=1000, rested="", trip=t),
     "cancel": lambda s, t, n: s.request.cancel("r1", 1000, "", trip=t),
+    "cancel_one": lambda s, t, n: s.queue.cancel_one("q", "r1", 1000, "", trip=t),
     "create": lambda s, t, n: s.request.create("r1", {"id": "r1"}, ['"x"'], trip=t),
     "cycle": lambda s, t, n: s.queue.cycle("q", "w1", 1000, 1, aging=False, live_workers=1, least_share=1, lacks="",
                                            releases=["r1#1", "return", 0], trip=t),
