@@ -7,7 +7,11 @@
   time and left a tombstone behind.
 
   Input:
-    KEYS[1..5] meta, items, leases, results, dead of the request (as cancel-5)
+    KEYS[1] meta        HASH of the request (as cancel-5)
+    KEYS[2] items       its item (a HASH; none while it waits packed)
+    KEYS[3] leases      ZSET its item's lease
+    KEYS[4] results     HASH its item's result
+    KEYS[5] dead        ZSET its dead letter
     KEYS[6] tokens      ZSET waiting tokens
     KEYS[7] reqs        HASH active requests
     KEYS[8] held        HASH token -> worker
