@@ -267,3 +267,34 @@ def test_added_and_retried_answers_are_named(qc):
     burst(qc, ["fast"])
     assert qc.status(failed.id)["state"] == "failed"
     assert qc.store.request.retry(failed.id, "", None) == Retried(2, True)  # a failed request reopens
+
+
+def test_scripts_reach_redis_without_comments_and_keep_their_line_numbers(r, tmp_path):
+    """Comments and indentation are left out of what Redis loads; a string
+    holding "--" is kept, and an error names the line it has with its comments
+    (the include's three lines and its blank one before it)."""
+    (tmp_path / "_h.lua").write_text("--[[ a helper\n  over lines ]]\nlocal function twice(x) return x * 2 end\n")
+    (tmp_path / "boom-1.lua").write_text(
+        "--[[\nKEYS[1] a key\n]]\n--@include _h.lua\n"
+        "local s = 'a -- b' .. \"--[[c]]\"  -- this goes\n"
+        "if ARGV[1] == 'x' then\n    return s .. twice(1)\nend\n"
+        "return redis.call('NOPE')  -- line 12 once included\n")
+    loaded = Scripts(r, lua_dir=tmp_path)
+    text = loaded._scripts["boom"].script
+    assert "this goes" not in text and "a helper" not in text and "    return" not in text
+    assert text.count("\n") == 12
+    assert loaded.call("boom", ["k"], ["x"]) == "a -- b--[[c]]2"
+    with pytest.raises(redis.ResponseError, match=r"user_script:12\b|@user_script: 12"):
+        loaded.call("boom", ["k"], ["y"])
+
+
+def test_every_script_loads_at_about_half_its_source_size(r):
+    """What a worker sends at its start, and Redis 7 keeps in used_memory."""
+    made = Scripts(r)
+    sent = sum(len(made._scripts[name].script) for name in made.names())
+    source = 0
+    for path in LUA.glob("[!_]*.lua"):
+        text = path.read_text()
+        source += len(text) + sum(len((LUA / inc).read_text()) - len(f"--@include {inc}")
+                                  for inc in re.findall(r"^--@include (_[a-z_]+\.lua)$", text, re.M))
+    assert sent < 0.6 * source
