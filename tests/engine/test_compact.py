@@ -4,6 +4,8 @@ one-letter names, and leaves out a priority and concurrency it implies.
 Every reader sees it as the full layout, and its first take or cancel writes
 the full names. A producer makes it only while every worker of the queue
 reads it. Runs on a single server and on a cluster."""
+import itertools
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -74,6 +76,9 @@ def test_a_request_waiting_unindexed_has_the_compact_meta_and_reads_as_the_full_
     assert packed.oldest_waiting(qc.redis, qc.keys, "default", [50]) == int(raw(qc, plain)["c"])
 
 
+UNIQUE = itertools.count()  # de-dup keys of one example never meet an earlier one's
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(priority=st.integers(0, 99), concurrency=st.integers(1, 12),
        processor=st.sampled_from(["echo", "sleep", "fail"]), time_limit=st.one_of(st.none(), st.integers(1, 600)),
@@ -85,7 +90,7 @@ def test_a_compact_request_reads_takes_and_unpacks_exactly_as_the_full_one(qc, p
     terms = dict(priority=priority, concurrency=concurrency, time_limit=time_limit)
     rids = []
     for compact in (True, False):
-        key = None if dedup_key is None else f"{dedup_key}-{compact}-{len(qc.redis.keys('*'))}"
+        key = None if dedup_key is None else f"{dedup_key}-{compact}-{next(UNIQUE)}"
         rids.append(submit(qc, compact, processor=processor, payload=[priority], dedup_key=key, **terms))
     compact, full = rids
     assert "q" in raw(qc, compact) and "q" not in raw(qc, full)

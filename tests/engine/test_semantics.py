@@ -8,6 +8,7 @@ from collections import Counter
 import pytest
 
 from queueadmin.core.engine.config import QueueConfig
+from queueadmin.core.engine.errors import QueueError
 from tests.engine_helpers import Threads, burst, dispatch_is_empty, max_overlap, wait_for
 
 BACKENDS = ("single", "cluster")  # each test runs on one server and on a local cluster (conftest)
@@ -221,6 +222,26 @@ def test_priority_change_of_a_scheduled_request(qc):
     burst(qc)
     st = qc.status(sub.id)
     assert (st["state"], st["priority"]) == ("completed", 80)
+
+
+def test_a_change_that_meets_a_request_expired_meanwhile_leaves_no_key_behind(qc, monkeypatch):
+    """The change's script ran while the request lived; it finished and its
+    keys expired before the meta was written: no meta of one field, without
+    a TTL, is made again."""
+    sub = qc.submit("default", "echo", ["a", "b"], dedup=False)
+    meta = qc.keys.request(sub.id).meta
+    adjust = qc.store.queue.adjust
+
+    def then_expired(*args, **kw):
+        answer = adjust(*args, **kw)
+        qc.redis.delete(meta)  # as the end of its retention would
+        return answer
+
+    monkeypatch.setattr(qc.store.queue, "adjust", then_expired)
+    qc.set_priority(sub.id, 80)
+    assert qc.redis.exists(meta) == 0
+    with pytest.raises(QueueError, match="unknown request"):  # and the next change finds it gone
+        qc.set_concurrency(sub.id, 3)
 
 
 # -- 9. pub/sub ---------------------------------------------------------------

@@ -79,13 +79,24 @@ class Steering:
             self.store.queue.adjust(meta["queue"], rid, **{field: value})
         except ScriptError as exc:
             raise QueueError(refusal(rid, exc.code)) from exc
-        self.redis.hset(self.keys.request(rid).meta, field, value)
+        self._write_meta(rid, field, value)
         status = self.reads.status(rid)
         if status and self.channel:  # open pages show the change at once
             self.redis.publish(self.channel, encode({
                 "type": "progress", "t": int(time.time() * 1000),
                 **{f: status[f] for f in ("id", "queue", "state", "total", "done", "failed", "expired",
                                           "priority", "concurrency")}}))
+
+    def _write_meta(self, rid: str, field: str, value: int) -> None:
+        """The new value in the request's meta, unless the request finished
+        and expired since the script ran: the HSET would make a meta of one
+        field and no TTL, which is taken away again."""
+        meta = self.keys.request(rid).meta
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hset(meta, field, value)
+        pipe.hlen(meta)
+        if pipe.execute()[1] == 1:
+            self.redis.delete(meta)
 
     def requeue(self, rid: str, entry_ids: list[str] | None = None) -> int:
         """Make in-flight items of a request due now (all of them when no ids)."""
