@@ -341,6 +341,8 @@ def main(argv=None) -> int:
     ap.add_argument("--systems", default="qa,rq,celery,dramatiq,huey,arq,saq,bullmq")
     ap.add_argument("--runs", type=int, help="runs per system (default 3; 1 with --quick)")
     ap.add_argument("--rate", type=float, default=200.0, help="jobs/s for the latency test (default 200)")
+    ap.add_argument("--latency-jobs", type=int, help="jobs of the latency test (default 1,000; 200 with --quick): "
+                                                       "more for a p99 that one run can tell")
     ap.add_argument("--no-curves", action="store_true", help="skip queueadmin's scaling curves")
     ap.add_argument("--no-ceiling", action="store_true", help="skip redis-benchmark")
     ap.add_argument("--name", help="file name of the report in bench/out/ (default peers, or peers-quick)")
@@ -373,7 +375,7 @@ def run(args) -> int:
     runs = args.runs or (1 if q else 3)
     n = 2_000 if q else 20_000
     mem_n = 10_000 if q else 100_000
-    lat_n = 200 if q else 1_000
+    lat_n = args.latency_jobs or (200 if q else 1_000)
     cap = 10.0 if q else 20.0  # seconds of draining per run at most
 
     name = args.name or ("peers-quick" if q else "peers")

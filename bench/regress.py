@@ -12,7 +12,10 @@ of its own that imports that tree and runs its workers (2 processes):
 
   bulk      one request of --items items: its submit rate, then its drain;
   levels    100 requests at 100 priority levels, --items in all: the drain;
-  one-item  --items / 5 one-item requests submitted singly: submit, drain.
+  one-item  --items / 5 one-item requests submitted singly: submit, drain;
+  engine    half of the bulk and levels requests again, drained by one
+            in-process worker: the engine's CPU per item without the Django
+            side and a process's start (what `queue_worker` adds).
 
 It prints each tree's median and, per measure, the median of the rounds'
 ratios (this tree / base) with their range: a ratio whose range holds 1.0
@@ -40,11 +43,20 @@ if __name__ == "__main__" and "--child" in sys.argv:
     import queueadmin.core.engine.client.queue_client  # noqa: E402,F401
 
 from benchlib import (PROCS, ROOT, Report, fmt, install_signal_cleanup, machine_line, median,  # noqa: E402
-                      snapshot, table)
+                      redis_cpu, snapshot, table)
 
 MEASURES = [("bulk", "submit", "bulk submit, items/s"), ("bulk", "rate", "bulk drain, items/s"),
             ("levels", "rate", "100 levels drain, items/s"), ("one", "submit", "one-item submit, jobs/s"),
             ("one", "rate", "one-item drain, jobs/s")]
+# CPU per item (µs) beside the rates: unlike a rate it does not move with what else the machine runs;
+# a ratio above 1 is this tree spending more
+CPU = [(part, key, f"{name} drain, {who} µs/item") for part, name in (("bulk", "bulk"), ("levels", "100 levels"),
+                                                                      ("one", "one-item"))
+       for key, who in (("worker_us", "workers"), ("redis_us", "redis"))]
+# the engine alone: one in-process worker, no Django side, no process start (engine_alone)
+ENGINE = [(part, key, f"engine alone, {name}, {what}") for part, name in (("engine_bulk", "bulk"),
+                                                                          ("engine_levels", "100 levels"))
+          for key, what in (("rate", "items/s"), ("worker_us", "worker µs/item"), ("redis_us", "redis µs/item"))]
 
 
 # -- one tree, one round (a child process importing that tree) ---------------------
@@ -72,15 +84,48 @@ def child(root: Path, url: str, items: int) -> dict:
     qa.migrate()
     server = Attached(url)
     out = {}
+
+    def kept(res, **more):  # the rate, and CPU per item of the workers and redis-server (start-up excluded)
+        return {"rate": res["rate"], "done": res["done"], "worker_us": res.get("worker_us"),
+                "redis_us": res.get("redis_us"), **more}
+
     res = drain(qa, server, [(items, 50)], timeout=900)
-    out["bulk"] = {"submit": items / res["submit_s"], "rate": res["rate"], "done": res["done"]}
+    out["bulk"] = kept(res, submit=items / res["submit_s"])
     res = drain(qa, server, [(items // 100, 99 - k) for k in range(100)], timeout=900)
-    out["levels"] = {"rate": res["rate"], "done": res["done"]}
+    out["levels"] = kept(res)
     n = items // 5
     res = drain(qa, server, [(1, 50)] * n, timeout=900)
-    out["one"] = {"submit": n / res["submit_s"], "rate": res["rate"], "done": res["done"]}
+    out["one"] = kept(res, submit=n / res["submit_s"])
+    out["engine_bulk"] = engine_alone(url, [(items // 2, 50)])
+    out["engine_levels"] = engine_alone(url, [(items // 200, 99 - k) for k in range(100)])
     shutil.rmtree(qa.tmp, ignore_errors=True)
     return out
+
+
+def engine_alone(url: str, layout: list[tuple[int, int]]) -> dict:
+    """The same requests drained by one in-process worker (burst), without
+    the Django side or a process's start: the engine's own CPU per item, the
+    worker's (process time) and Redis's (INFO cpu)."""
+    from queueadmin.core.engine.client.queue_client import QueueClient
+    from queueadmin.core.engine.config import QueueConfig
+    from queueadmin.core.engine.runtime.processors import Processors
+    from queueadmin.core.engine.runtime.worker import Worker
+    from queueadmin.core.engine.store.connection import connect
+
+    r = connect(url)
+    r.flushall()
+    client = QueueClient(r)
+    client.define_queue("regress", QueueConfig(retention_seconds=3600))
+    for items, priority in layout:
+        client.submit("regress", "echo", list(range(items)), dedup=False, priority=priority)
+    worker = Worker(client, ["regress"], Processors({"echo": "queueadmin.core.engine.runtime.processors.echo"}),
+                    burst=True, install_signals=False, report_in_background=True)
+    redis0, cpu0, t0 = redis_cpu(r), time.process_time(), time.perf_counter()
+    worker.work()
+    seconds, cpu, redis_s = time.perf_counter() - t0, time.process_time() - cpu0, redis_cpu(r) - redis0
+    done = max(1, worker.processed)
+    return {"rate": done / seconds, "done": worker.processed, "worker_us": cpu / done * 1e6,
+            "redis_us": redis_s / done * 1e6}
 
 
 # -- the rounds ------------------------------------------------------------------------
@@ -109,9 +154,9 @@ def one_round(tree: Path, url: str, items: int) -> dict:
 
 def compare(rep: Report, runs: dict, rounds: int) -> list[dict]:
     rows, out = [], []
-    for part, key, label in MEASURES:
-        new = [r[part][key] for r in runs["new"]]
-        old = [r[part][key] for r in runs["base"]]
+    for part, key, label in MEASURES + CPU + ENGINE:
+        new = [r[part].get(key) for r in runs["new"]]
+        old = [r[part].get(key) for r in runs["base"]]
         ratios = sorted(a / b for a, b in zip(new, old) if a and b)
         row = {"measure": label, "new": median(new), "base": median(old), "ratio": median(ratios),
                "low": ratios[0] if ratios else None, "high": ratios[-1] if ratios else None}
