@@ -11,7 +11,9 @@ fixed ones (several requests of one slot); the registry is built from the
 directory listing and each call's key count is checked. Calls go
 through redis-py ``Script`` objects (EVALSHA, falling back on NOSCRIPT).
 Files starting with ``_`` hold shared helpers: a line ``--@include _x.lua``
-is replaced by that file's text when the script is loaded.
+is replaced by that file's text when the script is loaded, less the
+helpers the script never calls, and Redis gets it without comments
+(`resolve`).
 """
 from __future__ import annotations
 
@@ -150,11 +152,45 @@ class Scripts:
 
 def resolve(path: Path) -> str:
     """The script's text with each ``--@include`` line replaced (one level),
-    as Redis gets it: without comments or indentation (`stripped`)."""
+    as Redis gets it: without the helpers it never calls (`pruned`), and
+    without comments or indentation (`stripped`)."""
     def include(m):
         return (path.parent / m["file"]).read_text()
 
-    return stripped(_INCLUDE.sub(include, path.read_text()))
+    return pruned(_INCLUDE.sub(include, path.read_text()))
+
+
+_HELPER = re.compile(r"^local function ([A-Za-z_]\w*)\(")
+
+
+def pruned(source: str) -> str:
+    """`source` stripped, and without the top-level ``local function``s that
+    nothing left in it names, their lines blanked. Every call of a script
+    makes a closure of each helper it defines: the shared files' 39 cost a
+    take about 5 µs of Redis time a call, the 16 it calls half of that. A helper
+    runs from its ``local function`` line to the first line that is ``end``
+    unindented (one written on one line ends there)."""
+    lines, code = source.split("\n"), stripped(source).split("\n")
+    while True:
+        unused = [(i, j) for name, i, j in _helpers(lines, code)
+                  if not re.search(rf"\b{name}\b", "\n".join(code[:i] + code[j + 1:]))]
+        if not unused:
+            return "\n".join(code)
+        for i, j in unused:
+            lines[i:j + 1] = code[i:j + 1] = [""] * (j + 1 - i)
+
+
+def _helpers(lines: list[str], code: list[str]) -> list[tuple[str, int, int]]:
+    """(name, first line, last line) of each top-level local function; `code`
+    is `lines` stripped (a one-line helper closes every block it opens)."""
+    found = []
+    for i, line in enumerate(lines):
+        if m := _HELPER.match(line):
+            opened = len(re.findall(r"\b(?:function|if|do)\b", code[i]))
+            j = i if opened == len(re.findall(r"\bend\b", code[i])) else next(
+                (k for k in range(i + 1, len(lines)) if re.match(r"end\b", lines[k])), len(lines) - 1)
+            found.append((m[1], i, j))
+    return found
 
 
 _LONG_OPEN = re.compile(r"\[(=*)\[")

@@ -298,3 +298,35 @@ def test_every_script_loads_at_about_half_its_source_size(r):
         source += len(text) + sum(len((LUA / inc).read_text()) - len(f"--@include {inc}")
                                   for inc in re.findall(r"^--@include (_[a-z_]+\.lua)$", text, re.M))
     assert sent < 0.6 * source
+
+
+def test_a_script_carries_only_the_helpers_it_calls(r, tmp_path):
+    """A helper nothing calls, and one only it called, are left out (their
+    lines blank); one called from a kept helper stays, as does a one-line one."""
+    (tmp_path / "_h.lua").write_text(
+        "local function inc(x) return x + 1 end -- the end of a line\n"
+        "local function twice(x)  -- used by unused only\n  if x then return x * 2 end\n  return 0\nend\n"
+        "local function unused(x)\n  return twice(x)\nend\n"
+        "local function plus_two(x)\n  return inc(inc(x))\nend\n")
+    (tmp_path / "calc-0.lua").write_text("--@include _h.lua\nreturn plus_two(tonumber(ARGV[1]))\n")
+    loaded = Scripts(r, lua_dir=tmp_path)
+    text = loaded._scripts["calc"].script
+    assert "twice" not in text and "unused" not in text and "plus_two" in text and "function inc" in text
+    assert text.count("\n") == 13  # eleven of the helpers', their file's last line break, and two of its own
+    assert loaded.call("calc", [], [40]) == 42
+
+
+def test_every_script_loads_and_keeps_every_helper_it_names(r):
+    """The pruned text of each script compiles, and each helper it still
+    names is still defined in it."""
+    made = Scripts(r)
+    for path in LUA.glob("[!_]*.lua"):
+        text = made._scripts[NAME.match(path.name)["name"]].script
+        included = re.findall(r"^--@include (_[a-z_]+\.lua)$", path.read_text(), re.M)
+        helpers = {h for inc in included for h in re.findall(r"^local function (\w+)\(", (LUA / inc).read_text(), re.M)}
+        left_out = helpers - set(re.findall(r"^local function (\w+)\(", text, re.M))
+        assert len(left_out) < len(helpers) or not helpers, path.name  # scripts include what they use
+        for helper in left_out:
+            assert not re.search(rf"\b{helper}\s*\(", text), f"{path.name} calls {helper} without defining it"
+    shas = [made._scripts[name].sha for name in made.names()]
+    assert all(r.script_exists(*shas))
