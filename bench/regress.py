@@ -144,12 +144,25 @@ def base_tree(commit: str) -> Path:
     return dest
 
 
-def one_round(tree: Path, url: str, items: int) -> dict:
-    proc = subprocess.run([sys.executable, __file__, "--child", str(tree), "--url", url, "--items", str(items)],
-                          capture_output=True, text=True, timeout=1800)
+def one_round(tree: Path, url: str, items: int, timeout: float = 1800) -> dict:
+    """One tree's measures in a child process; past `timeout` it is sent
+    SIGTERM, on which it stops the worker pools it started (and SIGKILL 30 s
+    later): a child killed outright would leave them running."""
+    proc = subprocess.Popen([sys.executable, __file__, "--child", str(tree), "--url", url, "--items", str(items)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+        raise RuntimeError(f"{tree}: no answer in {timeout:.0f} s")
     if proc.returncode:
-        raise RuntimeError(f"{tree}: {proc.stderr[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+        raise RuntimeError(f"{tree}: {err[-2000:]}")
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def compare(rep: Report, runs: dict, rounds: int) -> list[dict]:
@@ -206,7 +219,11 @@ def main(argv=None) -> int:
     ap.add_argument("--url", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        print(json.dumps(child(args.child, args.url, args.items)))
+        install_signal_cleanup()  # SIGTERM (one_round's timeout) stops the worker pools it started
+        try:
+            print(json.dumps(child(args.child, args.url, args.items)))
+        finally:
+            PROCS.stop_all()
         return 0
     if not args.base:
         ap.error("--base is required")
