@@ -35,6 +35,7 @@ class Procs:
 
     def __init__(self):
         self.procs: list[subprocess.Popen] = []
+        self.grace: dict[int, float] = {}  # pid -> how long it may take to stop (a child that stops its own)
         atexit.register(self.stop_all)
 
     def start(self, args, *, env=None, cwd=None, log: Path | None = None) -> subprocess.Popen:
@@ -42,6 +43,13 @@ class Procs:
         proc = subprocess.Popen([str(a) for a in args], env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         self.procs.append(proc)
+        return proc
+
+    def adopt(self, proc: subprocess.Popen, grace: float) -> subprocess.Popen:
+        """A child started elsewhere (in its own session), stopped with the
+        others; `grace`: the time it may take to stop what it started."""
+        self.procs.append(proc)
+        self.grace[proc.pid] = grace
         return proc
 
     def stop(self, proc: subprocess.Popen, timeout: float = 10.0, sig=signal.SIGTERM) -> int | None:
@@ -57,11 +65,12 @@ class Procs:
             _killpg(proc.pid, signal.SIGKILL)  # leftovers of its group (forked children), if any
         if proc in self.procs:
             self.procs.remove(proc)
+        self.grace.pop(proc.pid, None)
         return proc.returncode
 
     def stop_all(self) -> None:
         for proc in list(self.procs):
-            self.stop(proc, timeout=5)
+            self.stop(proc, timeout=self.grace.get(proc.pid, 5))
 
 
 def _killpg(pgid: int, sig) -> None:

@@ -145,21 +145,19 @@ def base_tree(commit: str) -> Path:
 
 
 def one_round(tree: Path, url: str, items: int, timeout: float = 1800) -> dict:
-    """One tree's measures in a child process; past `timeout` it is sent
-    SIGTERM, on which it stops the worker pools it started (and SIGKILL 30 s
-    later): a child killed outright would leave them running."""
-    proc = subprocess.Popen([sys.executable, __file__, "--child", str(tree), "--url", url, "--items", str(items)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    """One tree's measures in a child process; past `timeout`, or when this
+    process is stopped, it is sent SIGTERM, on which it stops the worker
+    pools it started (and SIGKILL 30 s later): a child killed outright would
+    leave them running."""
+    proc = PROCS.adopt(subprocess.Popen([sys.executable, __file__, "--child", str(tree), "--url", url, "--items",
+                                         str(items)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                        start_new_session=True), grace=30)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        proc.terminate()
-        try:
-            proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
+        PROCS.stop(proc, timeout=30)
         raise RuntimeError(f"{tree}: no answer in {timeout:.0f} s")
+    PROCS.stop(proc)  # answered: nothing of its group is left, and it leaves the list
     if proc.returncode:
         raise RuntimeError(f"{tree}: {err[-2000:]}")
     return json.loads(out.strip().splitlines()[-1])

@@ -22,7 +22,7 @@ import enum
 import functools
 import re
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from redis.cluster import RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -156,43 +156,64 @@ def resolve(path: Path) -> str:
     """The script's text with each ``--@include`` line replaced (one level),
     as Redis gets it: without the helpers it never calls (`pruned`), and
     without comments or indentation (`stripped`)."""
-    def include(m):
-        return (path.parent / m["file"]).read_text()
-
-    return pruned(_INCLUDE.sub(include, path.read_text()))
+    text = path.read_text()
+    parts = _INCLUDE.split(text)  # the script's own text, then each included file's name and the text after it
+    return pruned(*(_piece((path.parent / part).read_text() if k % 2 else part) for k, part in enumerate(parts)))
 
 
 _HELPER = re.compile(r"^local function ([A-Za-z_]\w*)\(")
 _WORD = re.compile(r"[A-Za-z_]\w*")
 
 
-@functools.lru_cache(maxsize=256)
-def pruned(source: str) -> str:
-    """`source` stripped, and without the top-level ``local function``s that
-    the rest of it does not reach, their lines blanked: a helper stays when
-    the script's own code names it, or a helper that stays does. Every call
-    of a script makes a closure of each helper it defines: the shared files'
-    39 cost a take about 5 µs of Redis time a call, the 16 it calls half of
+class Piece(NamedTuple):
+    """A file's text (or a stretch of a script's) stripped, read once per
+    process: its lines, its top-level helpers (name, first line, last line,
+    the names they use) and the names the rest of it uses."""
+
+    lines: tuple[str, ...]
+    helpers: tuple[tuple[str, int, int, frozenset], ...]
+    uses: frozenset
+
+
+@functools.lru_cache(maxsize=512)
+def _piece(source: str) -> Piece:
+    """Cached by text: every script includes the same few files, and every
+    Store of a process resolves the same scripts."""
+    lines, code = source.split("\n"), stripped(source).split("\n")
+    helpers = tuple((name, i, j, frozenset(_WORD.findall("\n".join(code[i:j + 1]))))
+                    for name, i, j in _helpers(lines, code))
+    inside = {k for _, i, j, _ in helpers for k in range(i, j + 1)}
+    rest = "\n".join(line for k, line in enumerate(code) if k not in inside)
+    return Piece(tuple(code), helpers, frozenset(_WORD.findall(rest)))
+
+
+def pruned(*pieces: Piece) -> str:
+    """The pieces joined, without the top-level ``local function``s that the
+    rest does not reach, their lines blanked: a helper stays when the
+    script's own code names it, or a helper that stays does. Every call of a
+    script makes a closure of each helper it defines: the shared files' 39
+    cost a take about 5 µs of Redis time a call, the 16 it calls half of
     that. A helper runs from its ``local function`` line to the first line
     that is ``end`` unindented (one written on one line ends there). A name
     counts wherever it appears as a word, strings included: in doubt, a
-    helper stays. Cached: every Store of a process resolves the same texts."""
-    lines, code = source.split("\n"), stripped(source).split("\n")
-    helpers = _helpers(lines, code)
-    inside = {k for _, i, j in helpers for k in range(i, j + 1)}
-    names: dict[str, set[str]] = {}
-    for name, i, j in helpers:
-        names.setdefault(name, set()).update(_WORD.findall("\n".join(code[i:j + 1])))
-    rest = "\n".join(line for k, line in enumerate(code) if k not in inside)
-    todo, kept = set(_WORD.findall(rest)) & names.keys(), set()
+    helper stays."""
+    names: dict[str, frozenset] = {}
+    for piece in pieces:
+        names.update((name, uses) for name, _, _, uses in piece.helpers)
+    todo, kept = set().union(*(piece.uses for piece in pieces)) & names.keys(), set()
     while todo:
         name = todo.pop()
         kept.add(name)
         todo |= (names[name] & names.keys()) - kept
-    for name, i, j in helpers:
+    return "".join(_kept_text(piece, kept) for piece in pieces)
+
+
+def _kept_text(piece: Piece, kept: set[str]) -> str:
+    lines = list(piece.lines)
+    for name, i, j, _ in piece.helpers:
         if name not in kept:
-            code[i:j + 1] = [""] * (j + 1 - i)
-    return "\n".join(code)
+            lines[i:j + 1] = [""] * (j + 1 - i)
+    return "\n".join(lines)
 
 
 def _helpers(lines: list[str], code: list[str]) -> list[tuple[str, int, int]]:
