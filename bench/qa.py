@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 from benchlib import PROCS, ROOT, CpuMeter, Deadline, percentile, steady_rate
 
@@ -129,20 +130,24 @@ def rate_from_records(recs: list[dict], first_n: int | None = None) -> dict:
 # -- drain scenarios ----------------------------------------------------------
 
 def drain(qa: QA, server, layout: list[tuple[int, int]], processes: int = 2, window: int | None = None,
-          timeout: float = 300.0, concurrency: int | None = None, stop_at: int | None = None) -> dict:
+          timeout: float = 300.0, concurrency: int | None = None, stop_at: int | None = None,
+          mark: Callable[[str], None] = lambda stage: None) -> dict:
     """Queue requests (layout: [(items, priority), ...]), then start `processes`
     workers, wait until all is done (or `stop_at` items are), then stop them
     (SIGTERM: they finish what they hold). Rate: steady window over all
     items, or over the first `window` finished. CPU per item: the workers'
-    process tree and redis-server, sampled while they run."""
+    process tree and redis-server, sampled while they run. `mark` is called
+    with "submit", "drain" and "done" as each stage begins (and the last ends)."""
     server.flushall()
     qa.define()
+    mark("submit")
     t0 = time.perf_counter()
     rids = []
     for n, (items, prio) in enumerate(layout):
         base = n * 1_000_000
         rids.append(qa.submit(range(base, base + items), priority=prio, concurrency=concurrency))
     submit_s = time.perf_counter() - t0
+    mark("drain")
     total = sum(i for i, _ in layout)
     expect = stop_at or total
     minute = int(time.time() // 60)
@@ -162,6 +167,7 @@ def drain(qa: QA, server, layout: list[tuple[int, int]], processes: int = 2, win
             break
         time.sleep(0.05)
     wall = time.time() - t_start
+    mark("done")
     PROCS.stop(proc, timeout=30)
     done = sum(s["done"] for s in qa.client.statuses(rids) if s)
     per_req = None

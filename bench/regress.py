@@ -44,6 +44,8 @@ if __name__ == "__main__" and "--child" in sys.argv:
 
 from benchlib import (PROCS, ROOT, Report, fmt, install_signal_cleanup, machine_line, median,  # noqa: E402
                       redis_cpu, snapshot, table)
+import callgrind  # noqa: E402
+from callgrind import Counter  # noqa: E402
 
 MEASURES = [("bulk", "submit", "bulk submit, items/s"), ("bulk", "rate", "bulk drain, items/s"),
             ("levels", "rate", "100 levels drain, items/s"), ("one", "submit", "one-item submit, jobs/s"),
@@ -57,6 +59,18 @@ CPU = [(part, key, f"{name} drain, {who} µs/item") for part, name in (("bulk", 
 ENGINE = [(part, key, f"engine alone, {name}, {what}") for part, name in (("engine_bulk", "bulk"),
                                                                           ("engine_levels", "100 levels"))
           for key, what in (("rate", "items/s"), ("worker_us", "worker µs/item"), ("redis_us", "redis µs/item"))]
+
+
+# --count: instructions per item instead of time (callgrind.py), Redis's for each stage, and the
+# in-process worker's own; a ratio above 1 is this tree doing more work
+COUNTS = [("bulk", "submit_ir", "bulk submit, Redis instructions/item"),
+          ("bulk", "redis_ir", "bulk drain, Redis instructions/item"),
+          ("levels", "redis_ir", "100 levels drain, Redis instructions/item"),
+          ("one", "submit_ir", "one-item submit, Redis instructions/job"),
+          ("one", "redis_ir", "one-item drain, Redis instructions/job"),
+          *[(part, key, f"engine alone, {name}, {who} instructions/item")
+            for part, name in (("engine_bulk", "bulk"), ("engine_levels", "100 levels"))
+            for key, who in (("worker_ir", "worker"), ("redis_ir", "Redis"))]]
 
 
 # -- one tree, one round (a child process importing that tree) ---------------------
@@ -74,7 +88,7 @@ class Attached:
         self.r.execute_command("MEMORY", "PURGE")
 
 
-def child(root: Path, url: str, items: int) -> dict:
+def child(root: Path, url: str, items: int, counted: Counter | None, stages: set[str]) -> dict:
     import queueadmin
     from qa import QA, drain
 
@@ -85,24 +99,66 @@ def child(root: Path, url: str, items: int) -> dict:
     server = Attached(url)
     out = {}
 
-    def kept(res, **more):  # the rate, and CPU per item of the workers and redis-server (start-up excluded)
+    def kept(res, counts, **more):  # the rate, and CPU per item of the workers and redis-server (start-up excluded)
         return {"rate": res["rate"], "done": res["done"], "worker_us": res.get("worker_us"),
-                "redis_us": res.get("redis_us"), **more}
+                "redis_us": res.get("redis_us"), **counts.per(res["items"]), **more}
 
-    res = drain(qa, server, [(items, 50)], timeout=900)
-    out["bulk"] = kept(res, submit=items / res["submit_s"])
-    res = drain(qa, server, [(items // 100, 99 - k) for k in range(100)], timeout=900)
-    out["levels"] = kept(res)
-    n = items // 5
-    res = drain(qa, server, [(1, 50)] * n, timeout=900)
-    out["one"] = kept(res, submit=n / res["submit_s"])
-    out["engine_bulk"] = engine_alone(url, [(items // 2, 50)])
-    out["engine_levels"] = engine_alone(url, [(items // 200, 99 - k) for k in range(100)])
+    counts = Stages(counted)
+    if "bulk" in stages:
+        res = drain(qa, server, [(items, 50)], timeout=3600, mark=counts.mark)
+        out["bulk"] = kept(res, counts, submit=items / res["submit_s"])
+    if "levels" in stages:
+        res = drain(qa, server, [(items // 100, 99 - k) for k in range(100)], timeout=3600, mark=counts.mark)
+        out["levels"] = kept(res, counts)
+    if "one" in stages:
+        n = items // 5
+        res = drain(qa, server, [(1, 50)] * n, timeout=3600, mark=counts.mark)
+        out["one"] = kept(res, counts, submit=n / res["submit_s"])
+    for part, layout in (("engine_bulk", "bulk"), ("engine_levels", "levels")) if "engine" in stages else ():
+        out[part] = engine_child(root, url, items, layout, counted) if counted else engine_alone(url, items, layout)
     shutil.rmtree(qa.tmp, ignore_errors=True)
     return out
 
 
-def engine_alone(url: str, layout: list[tuple[int, int]]) -> dict:
+class Stages:
+    """Redis's instructions for a drain's submit and for its drain (--count)."""
+
+    def __init__(self, counted: Counter | None):
+        self.counted, self.seen = counted, {}
+
+    def mark(self, stage: str) -> None:
+        if self.counted is None:
+            return
+        if stage == "submit":
+            self.counted.zero()
+        else:  # the stage before it ends
+            self.seen["submit_ir" if stage == "drain" else "redis_ir"] = self.counted.read()
+
+    def per(self, items: int) -> dict:
+        seen, self.seen = self.seen, {}
+        return {key: value / items for key, value in seen.items()}
+
+
+LAYOUTS = {"bulk": lambda items: [(items // 2, 50)],
+           "levels": lambda items: [(items // 200, 99 - k) for k in range(100)]}
+
+
+def engine_child(root: Path, url: str, items: int, layout: str, redis_counted: Counter) -> dict:
+    """engine_alone in a process of its own under callgrind, counting its own
+    instructions and Redis's over the drain."""
+    import callgrind
+
+    cmd = [*callgrind.wrap(redis_counted.out_dir), sys.executable, __file__, "--child", str(root), "--url", url,
+           "--items", str(items), "--engine", layout, "--count-pid", str(redis_counted.pid),
+           "--count-dir", str(redis_counted.out_dir)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600,
+                          env={**os.environ, "QA_CALLGRIND": "1"})
+    if done.returncode:
+        raise RuntimeError(f"{root}: engine {layout}: {done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def engine_alone(url: str, items: int, layout: str, redis_counted: Counter | None = None) -> dict:
     """The same requests drained by one in-process worker (burst), without
     the Django side or a process's start: the engine's own CPU per item, the
     worker's (process time) and Redis's (INFO cpu)."""
@@ -112,20 +168,29 @@ def engine_alone(url: str, layout: list[tuple[int, int]]) -> dict:
     from queueadmin.core.engine.runtime.worker import Worker
     from queueadmin.core.engine.store.connection import connect
 
+    import callgrind
+
     r = connect(url)
     r.flushall()
     client = QueueClient(r)
     client.define_queue("regress", QueueConfig(retention_seconds=3600))
-    for items, priority in layout:
-        client.submit("regress", "echo", list(range(items)), dedup=False, priority=priority)
+    for n, priority in LAYOUTS[layout](items):
+        client.submit("regress", "echo", list(range(n)), dedup=False, priority=priority)
     worker = Worker(client, ["regress"], Processors({"echo": "queueadmin.core.engine.runtime.processors.echo"}),
                     burst=True, install_signals=False, report_in_background=True)
+    counted = [c for c in (redis_counted, callgrind.self_counter(redis_counted.out_dir) if redis_counted else None)
+               if c]
+    for c in counted:
+        c.zero()
     redis0, cpu0, t0 = redis_cpu(r), time.process_time(), time.perf_counter()
     worker.work()
     seconds, cpu, redis_s = time.perf_counter() - t0, time.process_time() - cpu0, redis_cpu(r) - redis0
     done = max(1, worker.processed)
-    return {"rate": done / seconds, "done": worker.processed, "worker_us": cpu / done * 1e6,
-            "redis_us": redis_s / done * 1e6}
+    out = {"rate": done / seconds, "done": worker.processed, "worker_us": cpu / done * 1e6,
+           "redis_us": redis_s / done * 1e6}
+    if counted:
+        out.update(redis_ir=counted[0].read() / done, worker_ir=counted[1].read() / done)
+    return out
 
 
 # -- the rounds ------------------------------------------------------------------------
@@ -144,13 +209,17 @@ def base_tree(commit: str) -> Path:
     return dest
 
 
-def one_round(tree: Path, url: str, items: int, timeout: float = 1800) -> dict:
-    """One tree's measures in a child process; past `timeout`, or when this
+def one_round(tree: Path, url: str, items: int, counted: Counter | None, stages: set[str]) -> dict:
+    """One tree's measures in a child process; past its time, or when this
     process is stopped, it is sent SIGTERM, on which it stops the worker
     pools it started (and SIGKILL 30 s later): a child killed outright would
     leave them running."""
-    proc = PROCS.adopt(subprocess.Popen([sys.executable, __file__, "--child", str(tree), "--url", url, "--items",
-                                         str(items)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    cmd = [sys.executable, __file__, "--child", str(tree), "--url", url, "--items", str(items),
+           "--stages", ",".join(sorted(stages))]
+    if counted:
+        cmd += ["--count-pid", str(counted.pid), "--count-dir", str(counted.out_dir)]
+    timeout = 4 * 3600 if counted else 1800
+    proc = PROCS.adopt(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                         start_new_session=True), grace=30)
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -163,9 +232,11 @@ def one_round(tree: Path, url: str, items: int, timeout: float = 1800) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def compare(rep: Report, runs: dict, rounds: int) -> list[dict]:
+def compare(rep: Report, runs: dict, rounds: int, counted: bool) -> list[dict]:
     rows, out = [], []
-    for part, key, label in MEASURES + CPU + ENGINE:
+    for part, key, label in (COUNTS if counted else MEASURES + CPU + ENGINE):
+        if part not in runs["new"][0]:
+            continue  # a stage not run (--stages)
         new = [r[part].get(key) for r in runs["new"]]
         old = [r[part].get(key) for r in runs["base"]]
         ratios = sorted(a / b for a, b in zip(new, old) if a and b)
@@ -175,6 +246,8 @@ def compare(rep: Report, runs: dict, rounds: int) -> list[dict]:
         rows.append([label, fmt(row["new"]), fmt(row["base"]), f"{row['ratio']:.2f}×" if ratios else "-",
                      f"{row['low']:.2f}-{row['high']:.2f}" if ratios else "-"])
     rep(table(["measure", "this tree", "base", f"ratio (median of {rounds})", "range"], rows, "lrrrr"))
+    if counted:
+        rep("  (instructions that redis-server and the in-process worker executed, counted by callgrind)")
     return out
 
 
@@ -187,39 +260,67 @@ def run_server(rep: Report, which: str, trees: dict, args) -> dict:
         binary = debian_redis(rep)
         if not binary:
             raise SystemExit("Debian's redis-server could not be installed")
-    server = RedisServer(binary=binary)
+    dumps = Path(tempfile.mkdtemp(prefix="qa-regress-callgrind-"))
+    atexit.register(shutil.rmtree, dumps, True)
+    server = RedisServer(binary=binary, wrap=callgrind.wrap(dumps) if args.count else ())
+    counted = Counter(server.proc.pid, dumps) if args.count else None
+    shown = [(p, m, label.split(",")[0]) for p, m, label in (COUNTS[:5] if args.count else MEASURES)]
     runs = {"new": [], "base": []}
     try:
-        rep(f"\n## {server.describe()}")
+        rep(f"\n## {server.describe()}" + (", counted by callgrind" if counted else ""))
         for k in range(args.rounds):
             order = ["new", "base"] if k % 2 == 0 else ["base", "new"]
             for name in order:
                 t0 = time.monotonic()
-                res = one_round(trees[name], server.url, args.items)
+                res = one_round(trees[name], server.url, args.items, counted, args.stages)
                 runs[name].append(res)
-                rep(f"  round {k + 1} {name:>4}: " + ", ".join(
-                    f"{label.split(',')[0]} {fmt(res[p][m])}" for p, m, label in MEASURES)
+                rep(f"  round {k + 1} {name:>4}: " + ", ".join(f"{what} {fmt(res[p][m])}" for p, m, what in shown
+                                                               if p in res)
                     + f" ({time.monotonic() - t0:.0f} s, load {os.getloadavg()[0]:.2f})")
-        rows = compare(rep, runs, args.rounds)
+        rows = compare(rep, runs, args.rounds, bool(counted))
     finally:
         server.stop()
     return {"redis": server.version, "runs": runs, "compare": rows}
+
+
+STAGES = ("bulk", "levels", "one", "engine")
+
+
+def stage_set(text: str) -> set[str]:
+    chosen = {s.strip() for s in text.split(",") if s.strip()}
+    if not chosen or chosen - set(STAGES):
+        raise argparse.ArgumentTypeError(f"stages are among {', '.join(STAGES)}")
+    return chosen
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--base", help="the commit to compare against (e.g. the tree before an issue)")
     ap.add_argument("--rounds", type=int, default=4, help="rounds per server, each running both trees (default 4)")
-    ap.add_argument("--items", type=int, default=100_000, help="items of the bulk and levels drains (default 100,000)")
+    ap.add_argument("--items", type=int, help="items of the bulk and levels drains (default 100,000; 10,000 with "
+                                              "--count)")
+    ap.add_argument("--count", action="store_true",
+                    help="count instructions (callgrind) instead of timing: exact to about 1%% where time moves "
+                         "15%%, at about 50 times the time; valgrind is installed with apt-get if missing")
     ap.add_argument("--redis", choices=("both", "debian", "embedded"), default="both")
+    ap.add_argument("--stages", type=stage_set, default=set(STAGES),
+                    help=f"which stages to run, comma-separated (default all: {','.join(STAGES)})")
     ap.add_argument("--json", type=Path, help="also write every figure as JSON to this file")
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
+    ap.add_argument("--engine", choices=sorted(LAYOUTS), help=argparse.SUPPRESS)
+    ap.add_argument("--count-pid", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--count-dir", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    args.items = args.items or (10_000 if args.count else 100_000)
+    counted = Counter(args.count_pid, args.count_dir) if args.count_pid else None
+    if args.engine:
+        print(json.dumps(engine_alone(args.url, args.items, args.engine, counted)))
+        return 0
     if args.child:
         install_signal_cleanup()  # SIGTERM (one_round's timeout) stops the worker pools it started
         try:
-            print(json.dumps(child(args.child, args.url, args.items)))
+            print(json.dumps(child(args.child, args.url, args.items, counted, args.stages)))
         finally:
             PROCS.stop_all()
         return 0
@@ -229,6 +330,8 @@ def main(argv=None) -> int:
         ap.error("--items must be at least 1,000 and --rounds at least 1")
     install_signal_cleanup()
     rep = Report("regress")
+    if args.count and not callgrind.available(rep):
+        raise SystemExit("--count needs valgrind (apt-get install -y valgrind)")
     new, described = snapshot(ROOT)
     trees = {"new": new, "base": base_tree(args.base)}
     rep(f"# this tree ({described}) against {args.base}: {args.rounds} rounds per server, "

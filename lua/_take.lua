@@ -4,12 +4,33 @@
   many one-item requests of one queue's slot in one call. See take-5 for
   the arguments and the answer. `at` is the time in ms when the caller has
   read it already (a take of many requests reads it once), else nil.
+  `packed` is true when the request is likely a packed one-item request
+  (take_lean, submit_one).
 ]]
-local function take_request(worker, lease, max_attempts, retention, channel, want, guard, at)
+-- a take's meta fields: those of every request, then (11-15) those of a packed one (_request.lua)
+local TAKE_FIELDS = {'processor', 'dedup_key', 'time_limit', 'priority', 'lean', 'concurrency', 'rate_limit', 'state',
+                     'expires_at', 'started_at', 'p', 'created_at', 'q', 'c', 'f'}
+
+-- Every meta field a take reads. A field a hash lacks costs HMGET a scan of
+-- all of a small hash's fields: a many-item request's meta (about 25) is read
+-- without the packed fields it never has, and only a meta that may hold its
+-- payload packed (no state, or lean) is read for them; one likely packed is
+-- read for all in one call.
+local function take_fields(meta, packed)
+  if packed then
+    return redis.call('HMGET', meta, unpack(TAKE_FIELDS))
+  end
+  local info = redis.call('HMGET', meta, unpack(TAKE_FIELDS, 1, 10))
+  if not info[8] or info[5] == '1' then
+    local more = redis.call('HMGET', meta, unpack(TAKE_FIELDS, 11, 15))
+    for k = 1, 5 do info[10 + k] = more[k] end
+  end
+  return info
+end
+
+local function take_request(worker, lease, max_attempts, retention, channel, want, guard, at, packed)
   local meta = R[1]
-  -- every meta field a take reads, in one call
-  local info = redis.call('HMGET', meta, 'processor', 'dedup_key', 'time_limit', 'priority', 'lean', 'concurrency',
-                          'rate_limit', 'state', 'expires_at', 'started_at', 'p', 'created_at', 'q', 'c', 'f')
+  local info = take_fields(meta, packed)
   local state = info[8] or (info[11] and WAITING) -- one waiting unindexed has no state field (_request.lua)
   if not state then return -1 end -- NOT_FOUND
   local short = info[13] and {info[14], info[15], info[4], info[6]} -- compact (_request.lua SHORT)

@@ -160,7 +160,7 @@ if worker and answer[1] == 0 then
   redis.call('ZREM', KEYS[17], worker) -- busy from now on
   redis.call('HSET', KEYS[14], token, worker)
   redis.call('ZADD', KEYS[15], now + lease, token)
-  local took = take_request(worker, lease, tonumber(ARGV[10]), tonumber(ARGV[11]), ARGV[12], 1, nil, now)
+  local took = take_request(worker, lease, tonumber(ARGV[10]), tonumber(ARGV[11]), ARGV[12], 1, nil, now, true)
   redis.call('RPUSH', KEYS[9], cjson.encode({worker, rid, took, tonumber(rested)}))
 end
 return answer

@@ -26,7 +26,7 @@ for j = 0, (#KEYS - 1) / 5 - 1 do
   local b = 1 + 5 * j
   if redis.call('HGET', KEYS[1], ARGV[6 + j]) == ARGV[1] then
     R = {KEYS[b + 1], KEYS[b + 2], KEYS[b + 3], KEYS[b + 4], KEYS[b + 5]}
-    out[j + 1] = take_request(ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], 1, nil, now)
+    out[j + 1] = take_request(ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], 1, nil, now, true)
   else
     out[j + 1] = -3 -- NOT_HELD
   end
