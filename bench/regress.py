@@ -4,6 +4,7 @@
 few percent on a noisy machine. Not a test.
 
     bin/bench regress --base ceaa9a9 [--rounds 4] [--items 100000] [--redis both]
+    bin/bench regress --base ceaa9a9 --count [--rounds 1] [--items 10000] [--stages levels,engine]
 
 Both trees are copied to temp dirs (this one as it is on disk, the base with
 `git archive`). Each round measures the two trees one after the other on the
@@ -12,14 +13,17 @@ of its own that imports that tree and runs its workers (2 processes):
 
   bulk      one request of --items items: its submit rate, then its drain;
   levels    100 requests at 100 priority levels, --items in all: the drain;
-  one-item  --items / 5 one-item requests submitted singly: submit, drain;
+  one       --items / 5 one-item requests submitted singly: submit, drain;
   engine    half of the bulk and levels requests again, drained by one
             in-process worker: the engine's CPU per item without the Django
             side and a process's start (what `queue_worker` adds).
 
 It prints each tree's median and, per measure, the median of the rounds'
 ratios (this tree / base) with their range: a ratio whose range holds 1.0
-is not a difference this run can tell.
+is not a difference this run can tell. With --count, the same stages are
+counted instead of timed (callgrind.py): the instructions redis-server
+executed per item for each submit and drain, and the in-process worker's
+own; a figure repeats to about 1% where a rate moves by 15%.
 """
 from __future__ import annotations
 
