@@ -17,7 +17,6 @@ helpers the script never calls, and Redis gets it without comments
 """
 from __future__ import annotations
 
-import collections
 import enum
 import functools
 import re
